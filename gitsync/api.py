@@ -1,0 +1,40 @@
+"""The MyApp API (``apps.example.com/v1``) and the names gitsync puts on objects."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+#: a Kubernetes object as decoded from JSON: plain dicts on every hot path
+Obj = dict[str, Any]
+
+GROUP: Final = "apps.example.com"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "MyApp"
+PLURAL: Final = "myapps"
+
+FIELD_MANAGER: Final = "gitsync"
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "gitsync"
+#: names the source instance (repo URL + path, hashed); prune only touches its own
+SOURCE_LABEL: Final = "gitsync.apps.example.com/source"
+#: the file in the repository a Git-managed MyApp came from
+SOURCE_PATH_ANNOTATION: Final = "gitsync.apps.example.com/source-path"
+
+DriftPolicy = Literal["correct", "report"]
+DRIFT_POLICIES: Final = ("correct", "report")
+
+#: managers that are one-off tools: gitsync takes fields back from them with force
+DEFAULT_FORCE_MANAGERS: Final = ("kubectl", "before-first-apply")
+
+
+def key_of(obj: Obj) -> str:
+    """``namespace/name`` of an object, the work-queue key."""
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def subject(kind: str, namespace: str, name: str) -> str:
+    """How errors, logs and reports name an object: ``MyApp/ns/name``."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"

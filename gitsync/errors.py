@@ -1,0 +1,119 @@
+"""gitsync's own exception tree.
+
+Library exceptions (GitPython, kubernetes, PyYAML) are mapped into these at the
+boundary and never leak. Every error names what it is about (an object such as
+``MyApp/ns/name``, or a file and line) and says whether retrying can help.
+"""
+
+from __future__ import annotations
+
+MAX_BODY = 512  # API error bodies are truncated so that nothing large or secret is logged
+
+
+class GitsyncError(Exception):
+    """Base of every error gitsync raises on purpose."""
+
+    #: a temporary error is retried with backoff; a permanent one waits for a change
+    temporary: bool = False
+
+
+class ConfigError(GitsyncError):
+    """Invalid flags, environment or files given to gitsync."""
+
+
+class SourceError(GitsyncError):
+    """Fetching or reading the Git source failed."""
+
+    temporary = True
+
+
+class ManifestError(GitsyncError):
+    """One manifest is invalid. Names file, document index, line and field."""
+
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        *,
+        document: int | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file = file
+        self.document = document
+        self.line = line
+        self.field = field
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.document is not None:
+            where += f" (document {self.document})"
+        what = f"{self.field}: {self.message}" if self.field else self.message
+        return f"{where}: {what}"
+
+
+class APIError(GitsyncError):
+    """The Kubernetes API server refused or failed a request."""
+
+    def __init__(self, subject: str, message: str, *, status: int = 0, reason: str = "") -> None:
+        self.subject = subject
+        self.status = status
+        self.reason = reason
+        self.message = message[:MAX_BODY]
+        super().__init__(f"{subject}: {self.message}")
+
+
+class APIClientError(APIError):
+    """4xx: the request itself is wrong; retrying the same request will not help."""
+
+
+class APINotFoundError(APIClientError):
+    """404: the object, or its kind, does not exist."""
+
+
+class APIForbiddenError(APIClientError):
+    """403: RBAC denies the request."""
+
+
+class APIInvalidError(APIClientError):
+    """422: the object fails validation; ``causes`` holds the field messages."""
+
+    def __init__(self, subject: str, message: str, causes: list[str], **kw: int | str) -> None:
+        self.causes = causes
+        super().__init__(subject, message, **kw)  # type: ignore[arg-type]
+
+
+class APIConflictError(APIClientError):
+    """409: an apply conflict (``conflicts`` names managers and fields) or a stale write."""
+
+    temporary = True
+
+    def __init__(self, subject: str, message: str, conflicts: list[str], **kw: int | str) -> None:
+        self.conflicts = conflicts
+        super().__init__(subject, message, **kw)  # type: ignore[arg-type]
+
+
+class APITooManyRequestsError(APIError):
+    """429: throttled; ``retry_after`` is the server's hint in seconds."""
+
+    temporary = True
+
+    def __init__(self, subject: str, message: str, retry_after: float, **kw: int | str) -> None:
+        self.retry_after = retry_after
+        super().__init__(subject, message, **kw)  # type: ignore[arg-type]
+
+
+class APIServerError(APIError):
+    """5xx: the server failed; try again later."""
+
+    temporary = True
+
+
+class APITimeoutError(APIError):
+    """No answer in time, or the connection failed; try again later."""
+
+    temporary = True
