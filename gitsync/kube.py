@@ -1,0 +1,307 @@
+"""The one seam to the Kubernetes API server: plain JSON over a urllib3 pool.
+
+The ``kubernetes`` package loads the configuration (kubeconfig, contexts, exec
+plugins, in-cluster service-account tokens with their refresh hook); requests
+go through a pool built from that configuration and replies are decoded with
+``json.loads`` into plain dicts. Typed models cost ~14x more to decode and are
+never needed on our paths (design §4).
+
+Every request has a timeout; every failure is mapped into gitsync's exception
+tree here (``APINotFoundError``, ``APIConflictError`` ...) and nowhere else.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from gitsync import __version__
+from gitsync.api import Obj
+from gitsync.errors import (
+    MAX_BODY,
+    APIClientError,
+    APIConflictError,
+    APIError,
+    APIForbiddenError,
+    APIInvalidError,
+    APINotFoundError,
+    APIServerError,
+    APITimeoutError,
+    APITooManyRequestsError,
+    ConfigError,
+)
+
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
+MERGE_PATCH = "application/merge-patch+json"
+Params = Mapping[str, str | int | bool] | None
+
+
+def resource_path(
+    api_version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """``/apis/apps/v1/namespaces/ns/deployments/web/status`` and friends."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    parts = [base]
+    if namespace:
+        parts.append(f"namespaces/{quote(namespace, safe='')}")
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=""))
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def load_configuration(
+    kubeconfig: str | None = None, context: str | None = None
+) -> k8s_client.Configuration:
+    """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else in-cluster."""
+    cfg = k8s_client.Configuration()
+    try:
+        if kubeconfig or context:
+            k8s_config.load_kube_config(kubeconfig, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            except (ConfigException, OSError):
+                # refresh_token=True: bound service-account tokens expire; the
+                # hook rereads the projected token file before it does
+                k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, KeyError) as e:
+        where = kubeconfig or "the default kubeconfig or the in-cluster service account"
+        raise ConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
+    return cfg
+
+
+class Kube:
+    """A small JSON client. Thread-safe (urllib3 pools are)."""
+
+    def __init__(
+        self,
+        config: k8s_client.Configuration,
+        *,
+        timeout: float = 30.0,
+        pool_size: int = 16,
+    ) -> None:
+        self.config = config
+        self.host = config.host.rstrip("/")
+        self.timeout = timeout
+        self._pool = urllib3.PoolManager(
+            num_pools=4,
+            maxsize=pool_size,
+            cert_reqs="CERT_REQUIRED" if config.verify_ssl else "CERT_NONE",
+            ca_certs=config.ssl_ca_cert,
+            cert_file=config.cert_file,
+            key_file=config.key_file,
+            assert_hostname=config.assert_hostname,
+            server_hostname=config.tls_server_name,
+        )
+        self._lock = threading.Lock()
+        #: requests sent, by verb (GET, LIST, WATCH, APPLY, PATCH, ...): for metrics and benchmarks
+        self.requests: collections.Counter[str] = collections.Counter()
+
+    @classmethod
+    def from_kubeconfig(
+        cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any
+    ) -> Kube:
+        return cls(load_configuration(kubeconfig, context), **kw)
+
+    # --- requests ----------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": f"gitsync/{__version__}"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # asked every time: the configuration's hook refreshes expiring tokens
+        token = self.config.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    def _count(self, verb: str) -> None:
+        with self._lock:
+            self.requests[verb] += 1
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params = None,
+        body: Obj | None = None,
+        content_type: str | None = None,
+        subject: str = "",
+        timeout: float | None = None,
+        verb: str | None = None,
+    ) -> Obj:
+        url = self.host + path
+        if params:
+            url += "?" + urlencode({k: _param(v) for k, v in params.items()})
+        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        if data is not None and content_type is None:
+            content_type = "application/json"
+        self._count(verb or method)
+        try:
+            resp = self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type),
+                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                retries=False,
+                preload_content=True,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise APITimeoutError(subject or path, f"{method} failed: {_short(e)}") from e
+        if resp.status >= 400:
+            raise map_error(subject or path, resp.status, resp.data, resp.headers)
+        if not resp.data:
+            return {}
+        try:
+            result: Obj = json.loads(resp.data)
+        except ValueError as e:
+            raise APIServerError(subject or path, "the API server sent invalid JSON") from e
+        return result
+
+    def stream(
+        self, path: str, *, params: Params = None, subject: str = "", read_timeout: float = 60.0
+    ) -> Iterator[Obj]:
+        """A watch: yields each event, one JSON object per line.
+
+        The read timeout bounds how long the stream may stay silent; with
+        bookmarks and ``timeoutSeconds`` below it, silence means the connection
+        is half-open, and the caller's list+watch loop starts over.
+        """
+        url = self.host + path
+        if params:
+            url += "?" + urlencode({k: _param(v) for k, v in params.items()})
+        self._count("WATCH")
+        try:
+            resp = self._pool.request(
+                "GET",
+                url,
+                headers=self._headers(None),
+                timeout=urllib3.Timeout(connect=10.0, read=read_timeout),
+                retries=False,
+                preload_content=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise APITimeoutError(subject or path, f"watch failed: {_short(e)}") from e
+        try:
+            if resp.status >= 400:
+                raise map_error(subject or path, resp.status, resp.read(), resp.headers)
+            buf = b""
+            for chunk in resp.stream(64 * 1024, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib3.exceptions.HTTPError as e:
+            raise APITimeoutError(subject or path, f"watch interrupted: {_short(e)}") from e
+        finally:
+            resp.release_conn()
+            resp.close()
+
+    # --- verbs -------------------------------------------------------------
+
+    def get(self, path: str, *, subject: str = "", params: Params = None) -> Obj:
+        return self.request("GET", path, subject=subject, params=params)
+
+    def list(self, path: str, *, params: Params = None, subject: str = "") -> Obj:
+        return self.request("GET", path, params=params, subject=subject, verb="LIST")
+
+    def apply(
+        self,
+        path: str,
+        body: Obj,
+        *,
+        field_manager: str,
+        force: bool = False,
+        dry_run: bool = False,
+        subject: str = "",
+    ) -> Obj:
+        """Server-side apply. ``path`` names the object (or its /status)."""
+        params: dict[str, str | int | bool] = {"fieldManager": field_manager}
+        if force:
+            params["force"] = True
+        if dry_run:
+            params["dryRun"] = "All"
+        return self.request(
+            "PATCH",
+            path,
+            params=params,
+            body=body,
+            content_type=APPLY_PATCH,
+            subject=subject,
+            verb="DRYRUN" if dry_run else "APPLY",
+        )
+
+    def create(self, path: str, body: Obj, *, subject: str = "") -> Obj:
+        return self.request("POST", path, body=body, subject=subject)
+
+    def delete(self, path: str, *, subject: str = "", body: Obj | None = None) -> Obj:
+        return self.request("DELETE", path, subject=subject, body=body)
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+def _param(v: str | int | bool) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _short(e: Exception) -> str:
+    return str(e)[:MAX_BODY]
+
+
+def map_error(
+    subject: str, status: int, data: bytes, headers: Mapping[str, str] | None = None
+) -> APIError:
+    """Turn an API server reply into the matching gitsync error."""
+    try:
+        st: Obj = json.loads(data) if data else {}
+    except ValueError:
+        st = {}
+    if not isinstance(st, dict):
+        st = {}
+    message = str(st.get("message") or data[:MAX_BODY].decode(errors="replace") or status)
+    reason = str(st.get("reason", ""))
+    causes = [
+        f"{c.get('field', '')}: {c.get('message', '')}".lstrip(": ")
+        for c in (st.get("details") or {}).get("causes", [])
+    ]
+    kw: dict[str, Any] = {"status": status, "reason": reason}
+    if status == 404:
+        return APINotFoundError(subject, message, **kw)
+    if status == 403:
+        return APIForbiddenError(subject, message, **kw)
+    if status == 409:
+        return APIConflictError(subject, message, causes, **kw)
+    if status == 422:
+        return APIInvalidError(subject, message, causes, **kw)
+    if status == 429:
+        retry = (headers or {}).get("Retry-After", "1")
+        try:
+            after = float(retry)
+        except ValueError:
+            after = 1.0
+        return APITooManyRequestsError(subject, message, after, **kw)
+    if status >= 500:
+        return APIServerError(subject, message, **kw)
+    return APIClientError(subject, message, **kw)

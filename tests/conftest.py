@@ -1,0 +1,64 @@
+"""Fixtures shared by every test.
+
+Unit tests need nothing. Tests under tests/integration/ are marked
+``integration`` and get the real local control plane: brought up once per
+session (or reused when ``make cluster`` already started it), one namespace
+per test.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+import pytest
+
+from gitsync.kube import Kube, resource_path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> str:
+    from testenv import cluster
+
+    try:
+        cluster.up()
+    except (cluster.ClusterError, Exception) as e:  # noqa: BLE001 - reported as the failure
+        pytest.fail(f"the local control plane did not start: {e}", pytrace=False)
+    os.environ["KUBECONFIG"] = str(cluster.KUBECONFIG)
+    return str(cluster.KUBECONFIG)
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: str) -> Iterator[Kube]:
+    k = Kube.from_kubeconfig(kubeconfig)
+    yield k
+    k.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl_bin() -> str:
+    from testenv import cluster
+
+    return str(cluster.STATE / "bin" / "kubectl")
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    base = request.node.name.lower().replace("_", "-")
+    name = "".join(c for c in base if c.isalnum() or c == "-")[:40].strip("-")
+    ns = f"{name}-{uuid.uuid4().hex[:6]}"
+    kube.create(
+        resource_path("v1", "namespaces"),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    )
+    yield ns
+    kube.delete(resource_path("v1", "namespaces", name=ns))
