@@ -105,10 +105,18 @@ def build(verbose: bool = True) -> Path:
     for t in missing:
         start = time.monotonic()
         if verbose:
-            print(f"testenv: building {t.binary} ({t.package} in testenv/{t.module}) ...", flush=True)
+            print(
+                f"testenv: building {t.binary} ({t.package} in testenv/{t.module}) ...", flush=True
+            )
         cmd = [
-            go, "build", "-trimpath", f"-tags={BUILD_TAGS}", f"-ldflags={_ldflags(t.module)}",
-            "-o", str(tmp / t.binary), t.package,
+            go,
+            "build",
+            "-trimpath",
+            f"-tags={BUILD_TAGS}",
+            f"-ldflags={_ldflags(t.module)}",
+            "-o",
+            str(tmp / t.binary),
+            t.package,
         ]
         proc = subprocess.run(cmd, cwd=HERE / t.module, env=env, capture_output=True, text=True)
         if proc.returncode != 0:

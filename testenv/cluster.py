@@ -114,8 +114,21 @@ def make_pki(pki: Path) -> None:
         raise ClusterError("openssl was not found on PATH; it generates the certificates")
     pki.mkdir(parents=True, exist_ok=True)
     ca_key, ca_crt = pki / "ca.key", pki / "ca.crt"
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
-             "-out", str(ca_crt), "-days", "3650", "-subj", "/CN=gitsync-testenv-ca")
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_crt),
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=gitsync-testenv-ca",
+    )
     ext = pki / "serving.ext"
     ext.write_text(
         "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
@@ -129,27 +142,71 @@ def make_pki(pki: Path) -> None:
         ("admin", "/O=system:masters/CN=gitsync-testenv-admin", client_ext),
     ):
         key, csr, crt = pki / f"{name}.key", pki / f"{name}.csr", pki / f"{name}.crt"
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-                 "-subj", subj)
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
-                 "-CAcreateserial", "-out", str(crt), "-days", "3650", "-extfile", str(extfile))
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+            "-subj",
+            subj,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca_crt),
+            "-CAkey",
+            str(ca_key),
+            "-CAcreateserial",
+            "-out",
+            str(crt),
+            "-days",
+            "3650",
+            "-extfile",
+            str(extfile),
+        )
     _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
     _openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
 
 
 def write_kubeconfig(path: Path, server: str, pki: Path) -> None:
-    path.write_text(json.dumps({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "gitsync-testenv", "cluster": {
-            "server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": "admin", "user": {
-            "client-certificate": str(pki / "admin.crt"),
-            "client-key": str(pki / "admin.key")}}],
-        "contexts": [{"name": "gitsync-testenv", "context": {
-            "cluster": "gitsync-testenv", "user": "admin"}}],
-        "current-context": "gitsync-testenv",
-    }, indent=2))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "gitsync-testenv",
+                        "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "admin",
+                        "user": {
+                            "client-certificate": str(pki / "admin.crt"),
+                            "client-key": str(pki / "admin.key"),
+                        },
+                    }
+                ],
+                "contexts": [
+                    {
+                        "name": "gitsync-testenv",
+                        "context": {"cluster": "gitsync-testenv", "user": "admin"},
+                    }
+                ],
+                "current-context": "gitsync-testenv",
+            },
+            indent=2,
+        )
+    )
 
 
 # --- talking to the apiserver --------------------------------------------------
@@ -161,8 +218,15 @@ def _ssl_context(pki: Path) -> ssl.SSLContext:
     return ctx
 
 
-def api(server: str, pki: Path, method: str, path: str, body: Any = None,
-        content_type: str = "application/json", timeout: float = 5.0) -> tuple[int, Any]:
+def api(
+    server: str,
+    pki: Path,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+    timeout: float = 5.0,
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(server + path, data=data, method=method)
     if data is not None:
@@ -199,8 +263,14 @@ def start(name: str, argv: list[str], procs: list[Proc]) -> Proc:
     log = STATE / "logs" / f"{name}.log"
     with log.open("ab") as out:
         # a session of its own: `down` stops the whole process group
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True, cwd=STATE)
+        p = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=STATE,
+        )
     proc = Proc(name, p.pid, log)
     procs.append(proc)
     return proc
@@ -211,9 +281,9 @@ def wait_for(what: str, proc: Proc | None, check: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and not _alive(proc.pid):
-            raise ClusterError(
-                f"{proc.name} exited while waiting for {what}; log {proc.log}:\n{log_tail(proc.log)}"
-            )
+            tail = log_tail(proc.log)
+            msg = f"{proc.name} exited while waiting for {what}; log {proc.log}:\n{tail}"
+            raise ClusterError(msg)
         with contextlib.suppress(OSError):
             if check():
                 return
@@ -240,7 +310,9 @@ def _kwok_stages() -> str:
     from the pinned kwok module rather than kept as a copy here."""
     proc = subprocess.run(
         ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-        cwd=build.HERE / "kwok", capture_output=True, text=True,
+        cwd=build.HERE / "kwok",
+        capture_output=True,
+        text=True,
         env=dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly"),
     )
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -263,8 +335,12 @@ def _node(name: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name,
-                       "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
         },
         "status": {
             "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "3000"},
@@ -313,15 +389,23 @@ def _record(procs: list[Proc], state: dict[str, Any]) -> None:
 def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str, Any]) -> None:
     etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_client}"
-    etcd = start("etcd", [
-        str(bins / "etcd"), "--name=testenv", f"--data-dir={STATE / 'etcd'}",
-        f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-        f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-        f"--initial-cluster=testenv=http://127.0.0.1:{etcd_peer}",
-        "--unsafe-no-fsync=true", "--quota-backend-bytes=8589934592",
-        "--log-level=warn",
-    ], procs)
+    etcd = start(
+        "etcd",
+        [
+            str(bins / "etcd"),
+            "--name=testenv",
+            f"--data-dir={STATE / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=testenv=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ],
+        procs,
+    )
     _record(procs, state)
 
     def etcd_ok() -> bool:
@@ -332,22 +416,32 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
 
     server = f"https://127.0.0.1:{api_port}"
     state["server"] = server
-    apiserver = start("kube-apiserver", [
-        str(bins / "kube-apiserver"),
-        f"--etcd-servers={etcd_url}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-        f"--secure-port={api_port}", f"--cert-dir={STATE / 'run'}",
-        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-        f"--client-ca-file={pki / 'ca.crt'}",
-        "--authorization-mode=RBAC", "--allow-privileged=true",
-        "--service-cluster-ip-range=10.0.0.0/24",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={pki / 'sa.pub'}",
-        f"--service-account-signing-key-file={pki / 'sa.key'}",
-        "--enable-priority-and-fairness=false",
-        "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-        "--profiling=false", "--v=1",
-    ], procs)
+    apiserver = start(
+        "kube-apiserver",
+        [
+            str(bins / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={STATE / 'run'}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--profiling=false",
+            "--v=1",
+        ],
+        procs,
+    )
     _record(procs, state)
     write_kubeconfig(KUBECONFIG, server, pki)
 
@@ -356,37 +450,71 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
 
     wait_for("kube-apiserver /readyz", apiserver, api_ready, 120)
 
-    kcm = start("kube-controller-manager", [
-        str(bins / "kube-controller-manager"), f"--kubeconfig={KUBECONFIG}",
-        f"--authentication-kubeconfig={KUBECONFIG}", f"--authorization-kubeconfig={KUBECONFIG}",
-        "--bind-address=127.0.0.1", f"--secure-port={free_port()}", f"--cert-dir={STATE / 'run'}",
-        "--leader-elect=false", "--controllers=*",
-        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-        "--use-service-account-credentials=false",
-        "--kube-api-qps=500", "--kube-api-burst=1000",
-        "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
-        "--concurrent-gc-syncs=40", "--v=1",
-    ], procs)
+    kcm = start(
+        "kube-controller-manager",
+        [
+            str(bins / "kube-controller-manager"),
+            f"--kubeconfig={KUBECONFIG}",
+            f"--authentication-kubeconfig={KUBECONFIG}",
+            f"--authorization-kubeconfig={KUBECONFIG}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            f"--cert-dir={STATE / 'run'}",
+            "--leader-elect=false",
+            "--controllers=*",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--concurrent-deployment-syncs=20",
+            "--concurrent-replicaset-syncs=20",
+            "--concurrent-gc-syncs=40",
+            "--v=1",
+        ],
+        procs,
+    )
     sched_cfg = STATE / "run" / "scheduler.yaml"
-    sched_cfg.write_text(json.dumps({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(KUBECONFIG), "qps": 500, "burst": 1000},
-        "leaderElection": {"leaderElect": False},
-    }))
-    sched = start("kube-scheduler", [
-        str(bins / "kube-scheduler"), f"--config={sched_cfg}",
-        f"--authentication-kubeconfig={KUBECONFIG}", f"--authorization-kubeconfig={KUBECONFIG}",
-        "--bind-address=127.0.0.1", f"--secure-port={free_port()}", f"--cert-dir={STATE / 'run'}",
-        "--v=1",
-    ], procs)
+    sched_cfg.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(KUBECONFIG), "qps": 500, "burst": 1000},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    sched = start(
+        "kube-scheduler",
+        [
+            str(bins / "kube-scheduler"),
+            f"--config={sched_cfg}",
+            f"--authentication-kubeconfig={KUBECONFIG}",
+            f"--authorization-kubeconfig={KUBECONFIG}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            f"--cert-dir={STATE / 'run'}",
+            "--v=1",
+        ],
+        procs,
+    )
     kwok_cfg = STATE / "run" / "kwok.yaml"
     kwok_cfg.write_text(_kwok_stages())
-    kwok = start("kwok", [
-        str(bins / "kwok"), f"--kubeconfig={KUBECONFIG}", f"--config={kwok_cfg}",
-        "--manage-all-nodes=true", "--cidr=10.128.0.1/12", "--node-ip=127.0.0.1",
-        "--server-address=127.0.0.1:" + str(free_port()), "--node-lease-duration-seconds=40",
-    ], procs)
+    kwok = start(
+        "kwok",
+        [
+            str(bins / "kwok"),
+            f"--kubeconfig={KUBECONFIG}",
+            f"--config={kwok_cfg}",
+            "--manage-all-nodes=true",
+            "--cidr=10.128.0.1/12",
+            "--node-ip=127.0.0.1",
+            "--server-address=127.0.0.1:" + str(free_port()),
+            "--node-lease-duration-seconds=40",
+        ],
+        procs,
+    )
     _record(procs, state)
 
     for name in NODES:
@@ -409,7 +537,9 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
     wait_for("the kwok Nodes to be Ready", kwok, nodes_ready, 60)
 
     def default_sa() -> bool:
-        return api(server, pki, "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+        return (
+            api(server, pki, "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+        )
 
     wait_for("the default ServiceAccount", kcm, default_sa, 60)
     for p in (sched, kcm, kwok, apiserver, etcd):
