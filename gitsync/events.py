@@ -1,0 +1,56 @@
+"""Kubernetes Events on the objects gitsync acts on (``kubectl describe`` shows them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+from typing import Literal
+
+from gitsync.api import Obj
+from gitsync.errors import APIError
+from gitsync.kube import Kube, resource_path
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+MAX_MESSAGE = 1024
+
+
+class EventRecorder:
+    def __init__(self, kube: Kube, component: str = "gitsync") -> None:
+        self.kube = kube
+        self.component = component
+        self.host = socket.gethostname()
+
+    def emit(self, obj: Obj, type_: EventType, reason: str, message: str) -> None:
+        """Record an Event about ``obj``. Never raises: an Event is not worth a failed reconcile."""
+        meta = obj.get("metadata", {})
+        namespace = meta.get("namespace") or "default"
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'gitsync')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:MAX_MESSAGE],
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.kube.create(resource_path("v1", "events", namespace), body, subject="Event")
+        except APIError as e:
+            log.warning("could not record event %s: %s", reason, e)

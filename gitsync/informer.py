@@ -1,0 +1,182 @@
+"""List+watch caches of plain JSON objects.
+
+Why not ``kubernetes.informer.SharedInformer``: it lists through a typed API
+method and reads ``resp.items`` (typed models decode ~14x slower than
+``json.loads`` at 1000 Deployments, and ``CustomObjectsApi`` replies are dicts
+that do not fit it), asks for no watch bookmarks (so every reconnect relists),
+and puts no client-side timeout on its watch (a half-open connection hangs it
+for good). This one is small: list, then watch from the list's
+resourceVersion with bookmarks and a server ``timeoutSeconds`` bounded by a
+client read timeout; 410 Gone (or any broken stream) relists.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+from gitsync.api import Obj, key_of
+from gitsync.errors import APIError
+from gitsync.kube import Kube
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Obj], None]
+
+WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
+READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
+
+
+class Informer:
+    """Keeps ``cache`` (key ``namespace/name`` → object) in line with the API server."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        name: str = "",
+        page_size: int = 500,
+    ) -> None:
+        self.kube = kube
+        self.path = path
+        self.label_selector = label_selector
+        self.name = name or path
+        self.page_size = page_size
+        self.cache: dict[str, Obj] = {}
+        self.synced = threading.Event()
+        self._handlers: list[Handler] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self.cache.get(key)
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self.cache.values())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self.synced.wait(timeout)
+
+    # --- the loop ------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                rv = self._list()
+                backoff = 0.5
+                self._watch(rv)
+            except APIError as e:
+                log.warning(
+                    "informer %s: %s; relisting in %.1fs",
+                    self.name,
+                    e,
+                    backoff,
+                    extra={"informer": self.name},
+                )
+                self._stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
+                backoff = min(backoff * 2, 30.0)
+
+    def _params(self) -> dict[str, str | int | bool]:
+        params: dict[str, str | int | bool] = {}
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        return params
+
+    def _list(self) -> str:
+        items: dict[str, Obj] = {}
+        params = self._params() | {"limit": self.page_size}
+        while True:
+            page = self.kube.list(self.path, params=params, subject=self.name)
+            for obj in page.get("items", []):
+                items[key_of(obj)] = obj
+            cont = page.get("metadata", {}).get("continue")
+            if not cont:
+                break
+            params["continue"] = cont
+        rv = str(page.get("metadata", {}).get("resourceVersion", ""))
+        self.relists += 1
+        self._replace(items)
+        return rv
+
+    def _replace(self, items: dict[str, Obj]) -> None:
+        with self._lock:
+            old, self.cache = self.cache, items
+        for key, obj in old.items():
+            if key not in items:
+                self._notify("DELETED", obj)
+        for key, obj in items.items():
+            prev = old.get(key)
+            if prev is None:
+                self._notify("ADDED", obj)
+            elif _rv(prev) != _rv(obj):
+                self._notify("MODIFIED", obj)
+        self.synced.set()
+
+    def _watch(self, rv: str) -> None:
+        while not self._stop.is_set():
+            params = self._params() | {
+                "watch": True,
+                "resourceVersion": rv,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": WATCH_SECONDS,
+            }
+            for event in self.kube.stream(
+                self.path,
+                params=params,
+                subject=self.name,
+                read_timeout=WATCH_SECONDS + READ_SLACK,
+            ):
+                if self._stop.is_set():
+                    return
+                kind = event.get("type")
+                obj = event.get("object", {})
+                if kind == "ERROR":
+                    # 410 Gone: our resourceVersion is too old; relist
+                    log.info("informer %s: watch expired (%s)", self.name, obj.get("message"))
+                    return
+                rv = str(obj.get("metadata", {}).get("resourceVersion", rv))
+                if kind == "BOOKMARK":
+                    continue
+                self._apply_event(kind, obj)
+
+    def _apply_event(self, kind: object, obj: Obj) -> None:
+        key = key_of(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+            else:
+                self.cache[key] = obj
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._notify(kind, obj)
+
+    def _notify(self, kind: EventType, obj: Obj) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:
+                log.exception("informer %s: handler failed", self.name)
+
+
+def _rv(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
