@@ -63,3 +63,23 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     )
     yield ns
     kube.delete(resource_path("v1", "namespaces", name=ns))
+
+
+@pytest.fixture(scope="session")
+def crd(kube: Kube) -> str:
+    """The MyApp CRD from crds/, applied and established."""
+    import yaml
+
+    from tests.support import wait_until
+
+    body = yaml.safe_load((ROOT / "crds" / "myapps.apps.example.com.yaml").read_text())
+    path = resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions")
+    kube.apply(f"{path}/{body['metadata']['name']}", body, field_manager="gitsync", force=True)
+
+    def established() -> bool:
+        live = kube.get(f"{path}/{body['metadata']['name']}")
+        conds = live.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    wait_until(established, timeout=30, what="the MyApp CRD to be established")
+    return str(body["metadata"]["name"])

@@ -1,0 +1,234 @@
+"""The MyApp operator: informers on MyApps and their Deployments, one work queue,
+N workers, and a level-based, idempotent ``reconcile(key)``.
+
+reconcile: the MyApp against Git (when a source is configured), its rendered
+Deployment against the live one (``converge``: no write when equal), then the
+status (written only when it changed). Every read comes from the informer
+caches; the only requests in steady state are the watches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gitsync import drift as driftlib
+from gitsync import status as statuslib
+from gitsync.api import (
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    DriftPolicy,
+    Obj,
+    subject,
+)
+from gitsync.apply import Applier, path_of
+from gitsync.converge import Outcome, Policy, converge
+from gitsync.errors import APIError, APITooManyRequestsError, GitsyncError
+from gitsync.events import EventRecorder
+from gitsync.informer import Informer
+from gitsync.kube import Kube, resource_path
+from gitsync.render import render
+from gitsync.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    workers: int = 4
+    default_policy: DriftPolicy = "correct"
+    force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
+    field_manager: str = FIELD_MANAGER
+    namespace: str | None = None  # None: all namespaces
+
+
+class Controller:
+    def __init__(
+        self,
+        kube: Kube,
+        config: ControllerConfig = ControllerConfig(),
+        *,
+        events: EventRecorder | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.applier = Applier(kube, config.field_manager)
+        self.events = events or EventRecorder(kube)
+        self.is_leader = is_leader
+        self.queue = WorkQueue()
+        ns = config.namespace
+        self.myapps = Informer(kube, path_of(KIND, ns or ""), name="myapps")
+        self.deployments = Informer(
+            kube,
+            resource_path("apps/v1", "deployments", ns),
+            label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+            name="deployments",
+        )
+        #: MyApps as Git declares them (apply bodies), set by the sync loop
+        self.git: dict[str, Obj] = {}
+        self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
+        self._threads: list[threading.Thread] = []
+        self.reconciles = 0
+        self.myapps.add_handler(lambda _t, obj: self.queue.add(_key(obj)))
+        self.deployments.add_handler(self._on_deployment)
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        self.myapps.start()
+        self.deployments.start()
+        for i in range(self.config.workers):
+            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.queue.shutdown()
+        self.myapps.stop()
+        self.deployments.stop()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def wait_synced(self, timeout: float = 60.0) -> bool:
+        return self.myapps.wait_synced(timeout) and self.deployments.wait_synced(timeout)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.queue.idle():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def resync(self) -> None:
+        """Enqueue every MyApp (on becoming leader, or after a sync)."""
+        for obj in self.myapps.items():
+            self.queue.add(_key(obj))
+
+    # --- queue ---------------------------------------------------------------
+
+    def _on_deployment(self, _type: str, obj: Obj) -> None:
+        for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("kind") == KIND and ref.get("controller"):
+                self.queue.add(f"{obj['metadata'].get('namespace', '')}/{ref['name']}")
+
+    def _worker(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self._process(key)
+            finally:
+                self.queue.done(key)
+
+    def _process(self, key: str) -> None:
+        if not self.is_leader():
+            return  # a standby keeps its caches warm and writes nothing
+        try:
+            self.reconcile(key)
+        except APITooManyRequestsError as e:
+            self.queue.add_after(key, e.retry_after)
+        except GitsyncError as e:
+            delay = self.queue.add_rate_limited(key)
+            log.warning("reconcile failed: %s; retry in %.1fs", e, delay, extra={"key": key})
+        else:
+            self.queue.forget(key)
+
+    # --- reconcile -------------------------------------------------------------
+
+    def reconcile(self, key: str, sync: statuslib.SyncInfo | None = None) -> Outcome | None:
+        """Level-based: reads the caches, writes only what differs."""
+        self.reconciles += 1
+        myapp = self.myapps.get(key)
+        if myapp is None or myapp["metadata"].get("deletionTimestamp"):
+            self._signatures.pop(key, None)
+            return None  # the garbage collector takes the Deployment
+        name = key.split("/", 1)[1]
+        spec = myapp.get("spec") or {}
+        policy = Policy(
+            correct=(spec.get("driftPolicy") or self.config.default_policy) == "correct",
+            suspended=bool(spec.get("suspend")),
+            force_managers=self.config.force_managers,
+            field_manager=self.config.field_manager,
+        )
+        items: list[driftlib.DriftItem] = []
+        git = self.git.get(key)
+        if git is not None:
+            # a suspended MyApp is still compared with Git, and corrected only by a sync
+            mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
+            mres = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
+            items += mres.drift
+            if mres.action != "unchanged" and mres.live is not None:
+                myapp = mres.live
+        error = ""
+        outcome: Outcome | None = None
+        try:
+            desired = render(myapp)
+            live = self.deployments.get(key)
+            outcome = converge(self.applier, f"Deployment/{name}", desired, live, policy)
+        except (APIError, ValueError) as e:
+            error = str(e)
+            self.events.emit(myapp, "Warning", "ApplyFailed", error)
+            if isinstance(e, APIError) and e.temporary:
+                raise
+        if outcome is not None:
+            items += outcome.drift
+            self._record_action(myapp, outcome)
+        self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
+        return outcome
+
+    def _record_action(self, myapp: Obj, outcome: Outcome) -> None:
+        if outcome.action == "unchanged":
+            return
+        name = myapp["metadata"]["name"]
+        verb = "Created" if outcome.action == "created" else "Updated"
+        self.events.emit(myapp, "Normal", verb, f"Deployment {name} {outcome.action}")
+        log.info(
+            "deployment %s",
+            outcome.action,
+            extra={"key": f"{myapp['metadata']['namespace']}/{name}"},
+        )
+
+    def _write_status(
+        self,
+        myapp: Obj,
+        deployment: Obj | None,
+        items: list[driftlib.DriftItem],
+        sync: statuslib.SyncInfo | None,
+        error: str,
+    ) -> None:
+        meta = myapp["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        entries = driftlib.status_entries(items)
+        new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
+        signature = driftlib.drift_signature(items)
+        if signature != self._signatures.get(key, frozenset()):
+            self._signatures[key] = signature
+            if items:
+                paths = ", ".join(f"{i.object} {i.path} (by {i.manager})" for i in items[:5])
+                self.events.emit(myapp, "Warning", "Drifted", f"drift detected: {paths}")
+            else:
+                self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")
+        if statuslib.same(myapp.get("status"), new):
+            return
+        self.applier.apply_status(meta["namespace"], meta["name"], new)
+        log.debug("status written", extra={"key": key})
+
+
+def _key(obj: Obj) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def subject_for(key: str) -> str:
+    ns, name = key.split("/", 1)
+    return subject(KIND, ns, name)

@@ -1,0 +1,150 @@
+"""What gitsync writes into ``MyApp.status``: pure functions of what it observed.
+
+Status has one writer (field manager ``gitsync`` on /status), so the whole
+status is computed here every time: the sync loop's part (``source``, the
+Synced condition) is carried over from the live status unless the sync loop
+passes a newer one. Applying a partial status under the same manager would
+remove the fields left out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from gitsync.api import Obj
+
+
+@dataclass(frozen=True)
+class SyncInfo:
+    """The sync loop's part of a MyApp's status, from one pass."""
+
+    revision: str
+    path: str
+    time: str
+    ok: bool = True
+    message: str = ""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def phase_of(myapp: Obj, deployment: Obj | None) -> str:
+    if deployment is None:
+        return "Pending"
+    want = int(myapp.get("spec", {}).get("replicas", 1))
+    st = deployment.get("status", {})
+    gen_ok = st.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+    for c in st.get("conditions") or []:
+        if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
+            return "Degraded"
+    available = int(st.get("availableReplicas", 0))
+    updated = int(st.get("updatedReplicas", 0))
+    total = int(st.get("replicas", 0))
+    if gen_ok and available >= want and updated >= want and total == want:
+        return "Available"
+    return "Progressing"
+
+
+def condition(
+    type_: str, ok: bool, reason: str, message: str, generation: int, previous: list[Obj]
+) -> Obj:
+    """A metav1.Condition; lastTransitionTime moves only when status does."""
+    status = "True" if ok else "False"
+    prev = next((c for c in previous if c.get("type") == type_), None)
+    since = prev["lastTransitionTime"] if prev and prev.get("status") == status else now()
+    return {
+        "type": type_,
+        "status": status,
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def compute(
+    myapp: Obj,
+    deployment: Obj | None,
+    *,
+    drift: list[Obj],
+    sync: SyncInfo | None = None,
+    error: str = "",
+) -> Obj:
+    """The full status of ``myapp``."""
+    live: Obj = myapp.get("status") or {}
+    prev: list[Obj] = live.get("conditions") or []
+    gen = int(myapp["metadata"].get("generation", 0))
+    dst: Obj = (deployment or {}).get("status", {})
+    phase = phase_of(myapp, deployment)
+    suspended = bool(myapp.get("spec", {}).get("suspend"))
+    status: Obj = {
+        "observedGeneration": gen,
+        "replicas": int(dst.get("replicas", 0)),
+        "availableReplicas": int(dst.get("availableReplicas", 0)),
+        "phase": phase,
+        "drift": drift,
+    }
+    if error:
+        ready = condition("Ready", False, "ReconcileError", error, gen, prev)
+    elif suspended:
+        ready = condition(
+            "Ready", phase == "Available", "Suspended", "spec.suspend is set", gen, prev
+        )
+    else:
+        ready = condition("Ready", phase == "Available", phase, _ready_message(dst), gen, prev)
+    drifted = condition(
+        "Drifted",
+        bool(drift),
+        "Drifted" if drift else "NoDrift",
+        _drift_message(drift),
+        gen,
+        prev,
+    )
+    conditions = [ready, drifted]
+    if sync is not None:
+        status["source"] = {"revision": sync.revision, "path": sync.path, "lastSyncTime": sync.time}
+        reason = "Applied" if sync.ok else "SyncFailed"
+        msg = sync.message or f"applied revision {sync.revision}"
+        conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))
+    else:
+        if live.get("source"):
+            status["source"] = live["source"]
+        synced = next((c for c in prev if c.get("type") == "Synced"), None)
+        if synced:
+            conditions.append(synced)
+    status["conditions"] = conditions
+    return status
+
+
+def _ready_message(dst: Obj) -> str:
+    return f"{dst.get('availableReplicas', 0)}/{dst.get('replicas', 0)} replicas available"
+
+
+def _drift_message(drift: list[Obj]) -> str:
+    if not drift:
+        return "live state matches the desired state"
+    paths = ", ".join(f"{d['object']} {d['path']}" for d in drift[:5])
+    more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
+    return f"{len(drift)} drifted: {paths}{more}"
+
+
+def same(live: Obj | None, desired: Obj) -> bool:
+    """Whether writing ``desired`` would change nothing, ignoring timestamps that
+    ``compute`` carries over anyway."""
+    return bool(_strip(live or {}) == _strip(desired))
+
+
+def _strip(status: Obj) -> Any:
+    out = {k: v for k, v in status.items() if k != "conditions"}
+    out["drift"] = status.get("drift") or []
+    out["conditions"] = sorted(
+        (
+            {k: v for k, v in c.items() if k != "lastTransitionTime"}
+            for c in status.get("conditions") or []
+        ),
+        key=lambda c: str(c.get("type")),
+    )
+    return out

@@ -1,0 +1,168 @@
+"""The operator against the real API server: MyApp → owned Deployment → status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.errors import APIInvalidError, APINotFoundError
+from gitsync.kube import Kube
+from tests.support import wait_until
+
+
+def myapp(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"image": "nginx:1.27", **spec},
+    }
+
+
+@pytest.fixture
+def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
+    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    c.start()
+    assert c.wait_synced(30)
+    yield c
+    c.stop()
+
+
+def get(kube: Kube, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return kube.get(path_of(kind, ns, name))
+    except APINotFoundError:
+        return None
+
+
+def available(kube: Kube, ns: str, name: str, replicas: int) -> dict[str, Any] | None:
+    app = get(kube, "MyApp", ns, name)
+    st = (app or {}).get("status", {})
+    if (
+        st.get("phase") == "Available"
+        and st.get("availableReplicas") == replicas
+        and st.get("observedGeneration") == app["metadata"]["generation"]  # type: ignore[index]
+    ):
+        return app
+    return None
+
+
+def test_myapp_gets_an_owned_deployment_and_status(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    app = kube.create(path_of("MyApp", namespace), myapp(namespace, "web", replicas=2, port=8080))
+    dep = wait_until(lambda: get(kube, "Deployment", namespace, "web"), what="the Deployment")
+    ref = dep["metadata"]["ownerReferences"][0]
+    assert ref == {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "name": "web",
+        "uid": app["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "nginx:1.27"
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    assert any(m["manager"] == "gitsync" for m in dep["metadata"]["managedFields"])
+    live = wait_until(lambda: available(kube, namespace, "web", 2), timeout=60, what="Available")
+    ready = next(c for c in live["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    status_mgr = [m for m in live["metadata"]["managedFields"] if m.get("subresource") == "status"]
+    assert [m["manager"] for m in status_mgr] == ["gitsync"]
+
+
+def test_spec_change_rolls_through_and_delete_collects(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    kube.create(path_of("MyApp", namespace), myapp(namespace, "api", replicas=1))
+    wait_until(lambda: available(kube, namespace, "api", 1), timeout=60, what="Available")
+    patch = {"spec": {"image": "nginx:1.28", "replicas": 3}}
+    kube.request(
+        "PATCH",
+        path_of("MyApp", namespace, "api"),
+        body=patch,
+        content_type="application/merge-patch+json",
+    )
+
+    def followed() -> bool:
+        dep = get(kube, "Deployment", namespace, "api") or {}
+        spec = dep.get("spec", {})
+        image = spec.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("image")
+        return bool(spec.get("replicas") == 3 and image == "nginx:1.28")
+
+    wait_until(followed, what="the Deployment to follow the MyApp")
+    wait_until(lambda: available(kube, namespace, "api", 3), timeout=60, what="3 available")
+
+    kube.delete(path_of("MyApp", namespace, "api"))
+    wait_until(
+        lambda: get(kube, "Deployment", namespace, "api") is None,
+        timeout=60,
+        what="the garbage collector to delete the Deployment",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"image": None, "replicas": 1}, "spec.image: Required value"),
+        ({"replicas": -1}, "spec.replicas: Invalid value: -1"),
+        ({"replicas": "three"}, 'spec.replicas: Invalid value: "string"'),
+        ({"driftPolicy": "ignore"}, 'spec.driftPolicy: Unsupported value: "ignore"'),
+    ],
+    ids=["missing-image", "negative-replicas", "string-replicas", "unknown-policy"],
+)
+def test_invalid_myapps_are_rejected_by_the_schema(
+    kube: Kube, crd: str, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    body = myapp(namespace, "bad", **spec)
+    body["spec"] = {k: v for k, v in body["spec"].items() if v is not None}
+    with pytest.raises(APIInvalidError) as err:
+        kube.create(path_of("MyApp", namespace), body)
+    assert any(message in c for c in err.value.causes), err.value.causes
+
+
+def test_converged_reconciles_write_nothing(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    for name in ("a", "b", "c"):
+        kube.create(path_of("MyApp", namespace), myapp(namespace, name, replicas=1, port=80))
+    for name in ("a", "b", "c"):
+        wait_until(lambda n=name: available(kube, namespace, n, 1), timeout=60, what=name)  # type: ignore[misc]
+    assert controller.wait_idle(30)
+    before = {
+        (kind, n): get(kube, kind, namespace, n)["metadata"]["resourceVersion"]  # type: ignore[index]
+        for kind in ("MyApp", "Deployment")
+        for n in ("a", "b", "c")
+    }
+    writes = {v: kube.requests[v] for v in ("APPLY", "DRYRUN")}
+    for _ in range(3):
+        for n in ("a", "b", "c"):
+            controller.reconcile(f"{namespace}/{n}")
+    after = {
+        (kind, n): get(kube, kind, namespace, n)["metadata"]["resourceVersion"]  # type: ignore[index]
+        for kind in ("MyApp", "Deployment")
+        for n in ("a", "b", "c")
+    }
+    assert after == before
+    assert {v: kube.requests[v] for v in ("APPLY", "DRYRUN")} == writes
+
+
+def test_deployment_deleted_by_hand_is_recreated(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    kube.create(path_of("MyApp", namespace), myapp(namespace, "svc", replicas=2))
+    wait_until(lambda: available(kube, namespace, "svc", 2), timeout=60, what="Available")
+    old_uid = get(kube, "Deployment", namespace, "svc")["metadata"]["uid"]  # type: ignore[index]
+    kube.delete(path_of("Deployment", namespace, "svc"))
+
+    def recreated() -> bool:
+        dep = get(kube, "Deployment", namespace, "svc")
+        return dep is not None and dep["metadata"]["uid"] != old_uid
+
+    wait_until(recreated, what="the Deployment to be recreated")
+    wait_until(lambda: available(kube, namespace, "svc", 2), timeout=60, what="recovery")
