@@ -1,18 +1,445 @@
-"""The ``gitsync`` command line, shaped like kubectl. Thin: it wires flags to the loop."""
+"""The ``gitsync`` command line, shaped like kubectl. Thin: it wires flags to the loop.
+
+Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
+something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
+on failure; usage errors exit 2. Expected errors print one line, never a
+traceback.
+"""
 
 from __future__ import annotations
 
-import click
+import functools
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
-from gitsync import __version__
+import click
+import yaml
+
+from gitsync import __version__, logs, manifests, prune
+from gitsync import diff as difflib
+from gitsync.api import (
+    DEFAULT_FORCE_MANAGERS,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    SOURCE_LABEL,
+    Obj,
+)
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.errors import ConfigError, GitsyncError
+from gitsync.kube import Kube, resource_path
+from gitsync.plan import plan
+from gitsync.report import drift_rows, render_table
+from gitsync.source import Credentials, open_source
+from gitsync.state import StateWriter
+from gitsync.sync import Syncer, SyncOptions, myapp_body
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _opt(*names: str, env: str, **kw: Any) -> Callable[[F], F]:
+    return click.option(*names, envvar=f"GITSYNC_{env}", show_envvar=True, **kw)
+
+
+def cluster_options(f: F) -> F:
+    for deco in reversed(
+        [
+            _opt("--kubeconfig", env="KUBECONFIG", help="Path to a kubeconfig."),
+            _opt("--context", env="CONTEXT", help="The kubeconfig context to use."),
+            _opt("--field-manager", env="FIELD_MANAGER", default="gitsync", show_default=True),
+        ]
+    ):
+        f = deco(f)
+    return f
+
+
+def source_options(required: bool) -> Callable[[F], F]:
+    def wrap(f: F) -> F:
+        for deco in reversed(
+            [
+                _opt("--repo", env="REPO", required=required, help="Git URL or a local directory."),
+                _opt(
+                    "--ref",
+                    env="REF",
+                    default="main",
+                    show_default=True,
+                    help="Branch, tag or commit.",
+                ),
+                _opt("--path", env="PATH_IN_REPO", default=".", show_default=True),
+                _opt(
+                    "-n",
+                    "--namespace",
+                    env="NAMESPACE",
+                    default="default",
+                    show_default=True,
+                    help="Namespace for MyApps that name none.",
+                ),
+                _opt(
+                    "--allowed-namespaces",
+                    env="ALLOWED_NAMESPACES",
+                    default="",
+                    help="Comma-separated namespaces MyApps may use (default: any).",
+                ),
+                _opt(
+                    "--cache-dir",
+                    env="CACHE_DIR",
+                    type=click.Path(path_type=Path),
+                    help="Where Git clones are kept (default: a temporary directory).",
+                ),
+                _opt(
+                    "--token-file",
+                    env="TOKEN_FILE",
+                    type=click.Path(path_type=Path),
+                    help="HTTPS token for Git, read from this file.",
+                ),
+                _opt("--ssh-key-file", env="SSH_KEY_FILE", type=click.Path(path_type=Path)),
+                _opt("--known-hosts-file", env="KNOWN_HOSTS_FILE", type=click.Path(path_type=Path)),
+                _opt(
+                    "--git-timeout", env="GIT_TIMEOUT", type=float, default=60.0, show_default=True
+                ),
+                _opt(
+                    "--allow-insecure-git",
+                    env="ALLOW_INSECURE_GIT",
+                    is_flag=True,
+                    help="Allow plain git:// and http:// remotes.",
+                ),
+            ]
+        ):
+            f = deco(f)
+        return f
+
+    return wrap
+
+
+def output_option(f: F) -> F:
+    return _opt(
+        "-o",
+        "--output",
+        env="OUTPUT",
+        type=click.Choice(["text", "json", "yaml"]),
+        default="text",
+        show_default=True,
+    )(f)
+
+
+def expected_errors(code: int) -> Callable[[F], F]:
+    """Expected failures print one line and exit ``code``; no traceback."""
+
+    def wrap(f: F) -> F:
+        @functools.wraps(f)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return f(*args, **kwargs)
+            except GitsyncError as e:
+                _fail(str(e), code)
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["auto", "text", "json"]), default="auto")
+@_opt(
+    "--log-level",
+    env="LOG_LEVEL",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+)
+def main(log_format: str, log_level: str) -> None:
     """gitsync keeps MyApp resources on Kubernetes exactly as Git says."""
+    logs.setup(log_format, log_level)
 
 
 @main.command()
 def version() -> None:
     """Print the gitsync version."""
     click.echo(f"gitsync {__version__}")
+
+
+def _source(kw: dict[str, Any]) -> Any:
+    cache = kw.get("cache_dir") or Path(tempfile.gettempdir()) / "gitsync-cache"
+    creds = Credentials(
+        token_file=kw.get("token_file"),
+        ssh_key_file=kw.get("ssh_key_file"),
+        known_hosts_file=kw.get("known_hosts_file"),
+    )
+    return open_source(
+        kw["repo"],
+        kw["ref"],
+        cache,
+        credentials=creds,
+        timeout=kw["git_timeout"],
+        allow_insecure=kw["allow_insecure_git"],
+    )
+
+
+def _allowed(kw: dict[str, Any]) -> frozenset[str] | None:
+    names = [n.strip() for n in (kw.get("allowed_namespaces") or "").split(",") if n.strip()]
+    return frozenset(names) or None
+
+
+def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
+    rev = _source(kw).fetch()
+    loaded = manifests.load(
+        rev.dir, kw["path"], default_namespace=kw["namespace"], allowed_namespaces=_allowed(kw)
+    )
+    return str(rev), loaded
+
+
+# --- validate ---------------------------------------------------------------------
+
+
+@main.command()
+@source_options(required=True)
+@expected_errors(1)
+def validate(**kw: Any) -> None:
+    """Check the manifests offline. Exit 0 when valid, 1 with every error listed."""
+    revision, loaded = _load(kw)
+    for err in loaded.errors:
+        click.echo(f"error: {err}", err=True)
+    click.echo(
+        f"{len(loaded.apps)} MyApps in {loaded.files} files at {revision}: "
+        f"{'valid' if loaded.ok else f'{len(loaded.errors)} errors'}"
+    )
+    sys.exit(0 if loaded.ok else 1)
+
+
+# --- sync / run -------------------------------------------------------------------
+
+
+def _controller(kw: dict[str, Any], **extra: Any) -> Controller:
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    config = ControllerConfig(
+        field_manager=kw["field_manager"],
+        default_policy=kw.get("drift_policy", "correct"),
+        force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
+        **extra,
+    )
+    return Controller(kube, config)
+
+
+def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
+    opts = SyncOptions(
+        repo=kw["repo"],
+        path=kw["path"],
+        default_namespace=kw["namespace"],
+        allowed_namespaces=_allowed(kw),
+        prune=kw["prune"],
+        allow_empty=kw["allow_empty"],
+        prune_max_fraction=kw["prune_max_fraction"],
+    )
+    state = StateWriter(controller.kube, kw["status_namespace"], events=controller.events)
+    return Syncer(controller, _source(kw), opts, state)
+
+
+def sync_options(f: F) -> F:
+    for deco in reversed(
+        [
+            _opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True),
+            _opt(
+                "--allow-empty",
+                env="ALLOW_EMPTY",
+                is_flag=True,
+                help="Allow an empty desired set to prune everything.",
+            ),
+            _opt(
+                "--prune-max-fraction",
+                env="PRUNE_MAX_FRACTION",
+                type=float,
+                default=0.5,
+                show_default=True,
+            ),
+            _opt(
+                "--drift-policy",
+                env="DRIFT_POLICY",
+                type=click.Choice(["correct", "report"]),
+                default="correct",
+                show_default=True,
+            ),
+            _opt(
+                "--force-managers",
+                env="FORCE_MANAGERS",
+                multiple=True,
+                help="Managers gitsync may take fields back from (default: kubectl*, "
+                "before-first-apply).",
+            ),
+            _opt(
+                "--status-namespace",
+                env="STATUS_NAMESPACE",
+                default="default",
+                show_default=True,
+                help="Where the sync status ConfigMap and Lease live.",
+            ),
+        ]
+    ):
+        f = deco(f)
+    return f
+
+
+@main.command()
+@cluster_options
+@source_options(required=True)
+@sync_options
+@output_option
+@expected_errors(1)
+def sync(output: str, **kw: Any) -> None:
+    """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
+    controller = _controller(kw)
+    controller.myapps.start()
+    controller.deployments.start()
+    if not controller.wait_synced(60):
+        _fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
+    result = _syncer(kw, controller).run()
+    if output == "text":
+        for o in result.objects:
+            if o.action != "unchanged":
+                click.echo(f"{o.subject} {o.action}" + (f": {o.message}" if o.message else ""))
+        for e in result.errors:
+            click.echo(f"error: {e}", err=True)
+        if result.prune_skipped:
+            click.echo(f"prune skipped: {result.prune_skipped}", err=True)
+        click.echo(f"revision {result.revision or '-'}: {result.summary()}")
+    else:
+        doc = {
+            "revision": result.revision,
+            "ok": result.ok,
+            "objects": [o.__dict__ for o in result.objects],
+            "errors": result.errors,
+            "pruneSkipped": result.prune_skipped,
+        }
+        _emit(doc, output)
+    sys.exit(0 if result.ok else 1)
+
+
+@main.command()
+@cluster_options
+@source_options(required=False)
+@sync_options
+@_opt("--listen", env="LISTEN", default="0.0.0.0:8080", show_default=True)
+@_opt("--interval", env="INTERVAL", type=float, default=60.0, show_default=True)
+@_opt("--jitter", env="JITTER", type=float, default=5.0, show_default=True)
+@_opt("--leader-elect/--no-leader-elect", env="LEADER_ELECT", default=True, show_default=True)
+@_opt("--webhook-secret-file", env="WEBHOOK_SECRET_FILE", type=click.Path(path_type=Path))
+@_opt("--workers", env="WORKERS", type=int, default=4, show_default=True)
+@_opt("--watch-namespace", env="WATCH_NAMESPACE", default=None, help="Default: all namespaces.")
+@expected_errors(1)
+def run(**kw: Any) -> None:
+    """The daemon: the operator, and the Git sync loop when --repo is given."""
+    from gitsync.daemon import Daemon, DaemonOptions
+
+    secret = b""
+    if kw.get("webhook_secret_file"):
+        try:
+            secret = Path(kw["webhook_secret_file"]).read_bytes().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read --webhook-secret-file: {e.strerror}") from e
+    controller = _controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
+    syncer = _syncer(kw, controller) if kw.get("repo") else None
+    options = DaemonOptions(
+        listen=kw["listen"],
+        interval=kw["interval"],
+        jitter=kw["jitter"],
+        leader_elect=kw["leader_elect"],
+        lease_namespace=kw["status_namespace"],
+        webhook_secret=secret,
+    )
+    sys.exit(Daemon(controller, syncer, options).run())
+
+
+# --- diff / drift ---------------------------------------------------------------------
+
+
+def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
+    params = {"labelSelector": selector} if selector else None
+    items = kube.list(path, params=params).get("items", [])
+    return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in items}
+
+
+@main.command()
+@cluster_options
+@source_options(required=True)
+@output_option
+@_opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
+@_opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@expected_errors(2)
+def diff(output: str, color: bool | None, **kw: Any) -> None:
+    """Preview what a sync would change (no writes). Exit 0 same, 1 differs, 2 error."""
+    revision, loaded = _load(kw)
+    for err in loaded.errors:
+        click.echo(f"error: {err}", err=True)
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    label = prune.source_label_value(kw["repo"], kw["path"])
+    desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+    myapps = _list(kube, resource_path("apps.example.com/v1", "myapps"))
+    deployments = _list(
+        kube, resource_path("apps/v1", "deployments"), f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    )
+    tracked = [
+        k
+        for k, o in myapps.items()
+        if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == label
+    ]
+    pplan = prune.plan_prune(desired, tracked, enabled=kw["prune"], manifests_ok=loaded.ok)
+    changes = plan(desired, myapps, deployments, pplan.delete)
+    use_color = sys.stdout.isatty() if color is None else color
+    if output == "text":
+        for o in changes.objects:
+            if o.action != "unchanged":
+                click.echo(difflib.unified(o.subject, o.live, o.desired, use_color), nl=False)
+        if pplan.skipped and set(tracked) - set(desired):
+            click.echo(f"prune skipped: {pplan.skipped}", err=True)
+        click.echo(f"{revision}: {changes.summary()}")
+    else:
+        _emit(
+            {
+                "revision": revision,
+                "summary": changes.summary(),
+                "objects": [o.to_json() for o in changes.objects if o.action != "unchanged"],
+            },
+            output,
+        )
+    sys.exit(2 if loaded.errors and not loaded.apps else (1 if changes.differs else 0))
+
+
+@main.command()
+@cluster_options
+@_opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
+@_opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
+@output_option
+@expected_errors(2)
+def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) -> None:
+    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error."""
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
+    rows = drift_rows(apps)
+    state = StateWriter(kube, status_namespace).read()
+    drifted = any(r["drifted"] for r in rows)
+    if output == "text":
+        click.echo(render_table(rows), nl=False)
+        if state:
+            click.echo(
+                f"\nsync: revision {state.get('revision') or '-'}, "
+                f"result {state.get('result') or '-'}, "
+                f"last error: {state.get('lastError') or 'none'}"
+            )
+    else:
+        _emit({"sync": state, "apps": rows}, output)
+    sys.exit(1 if drifted else 0)
+
+
+def _emit(doc: Any, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2, default=str))
+    else:
+        click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)

@@ -63,6 +63,12 @@ class Informer:
         with self._lock:
             return self.cache.get(key)
 
+    def observe(self, obj: Obj) -> None:
+        """Put an object we just wrote into the cache ahead of its watch event,
+        so the next step of the same pass sees it (its uid, for ownerReferences)."""
+        with self._lock:
+            self.cache[key_of(obj)] = obj
+
     def items(self) -> list[Obj]:
         with self._lock:
             return list(self.cache.values())

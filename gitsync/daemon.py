@@ -1,0 +1,241 @@
+"""``gitsync run``: the operator, the scheduled sync, leader election and HTTP.
+
+One process: informers and workers (the operator) always; the Git sync job
+when a repository is configured; both write only while this replica leads.
+HTTP on one port: /healthz, /readyz, /metrics, /hooks/git.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from gitsync import metrics as metricslib
+from gitsync import webhook
+from gitsync.controller import Controller
+from gitsync.errors import GitsyncError
+from gitsync.leader import LeaderElector
+from gitsync.sync import Syncer
+
+log = logging.getLogger(__name__)
+JOB_ID = "sync"
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    listen: str = "0.0.0.0:8080"
+    interval: float = 60.0
+    jitter: float = 5.0
+    leader_elect: bool = True
+    lease_namespace: str = "default"
+    lease_name: str = "gitsync-leader"
+    webhook_secret: bytes = b""
+
+
+class Daemon:
+    def __init__(
+        self,
+        controller: Controller,
+        syncer: Syncer | None,
+        options: DaemonOptions,
+        metrics: metricslib.Metrics | None = None,
+    ) -> None:
+        self.controller = controller
+        self.syncer = syncer
+        self.options = options
+        self.metrics = metrics or metricslib.standard()
+        self.stop_event = threading.Event()
+        self.first_sync = threading.Event()
+        self._sync_lock = threading.Lock()
+        self.leader: LeaderElector | None = None
+        if options.leader_elect:
+            identity = f"{socket.gethostname()}_{os.getpid()}"
+            self.leader = LeaderElector(
+                controller.kube, options.lease_namespace, options.lease_name, identity
+            )
+            controller.is_leader = self.leader.is_leader
+        self.scheduler = BackgroundScheduler(timezone=dt.UTC)
+        self.http = ThreadingHTTPServer(_address(options.listen), _handler_for(self))
+        self.http.daemon_threads = True
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def run(self) -> int:
+        self._signals()
+        threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+        log.info("listening on %s:%d", *self.http.server_address[:2])
+        self.controller.start()
+        if self.leader is not None:
+            leader = self.leader
+            threading.Thread(
+                target=leader.run,
+                args=(self.stop_event, self._on_leading, self._on_stopped_leading),
+                name="leader",
+                daemon=True,
+            ).start()
+        else:
+            self._on_leading()
+        if self.syncer is not None:
+            self.scheduler.add_job(
+                self.sync_once,
+                "interval",
+                seconds=self.options.interval,
+                jitter=self.options.jitter,
+                id=JOB_ID,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=int(self.options.interval),
+                next_run_time=dt.datetime.now(dt.UTC),
+            )
+        self.scheduler.start()
+        self.stop_event.wait()
+        log.info("shutting down")
+        # wait=True: the sync in progress finishes its current object
+        self.scheduler.shutdown(wait=True)
+        self.controller.stop()
+        self.http.shutdown()
+        return 0
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def trigger(self) -> None:
+        """Run the sync job now (webhook, SIGHUP)."""
+        if self.syncer is None:
+            return
+        try:
+            self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
+        except LookupError:
+            log.warning("sync job not scheduled yet")
+
+    def _signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_term(_sig: int, _frame: FrameType | None) -> None:
+            self.stop()
+
+        def on_hup(_sig: int, _frame: FrameType | None) -> None:
+            log.info("SIGHUP: syncing now")
+            self.trigger()
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        signal.signal(signal.SIGHUP, on_hup)
+
+    def _on_leading(self) -> None:
+        self.metrics.set("gitsync_leader", 1)
+        self.controller.resync()
+        self.trigger()
+
+    def _on_stopped_leading(self) -> None:
+        self.metrics.set("gitsync_leader", 0)
+
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader()
+
+    # --- the sync job ------------------------------------------------------------
+
+    def sync_once(self) -> None:
+        if self.syncer is None or not self.is_leader():
+            return
+        if not self.controller.wait_synced(60):
+            log.warning("caches not synced yet; sync postponed")
+            return
+        with self._sync_lock:
+            try:
+                result = self.syncer.run()
+            except GitsyncError as e:
+                log.error("sync failed: %s", e)
+                self.metrics.inc("gitsync_sync_total", result="failure")
+                return
+        m = self.metrics
+        m.inc("gitsync_sync_total", result="success" if result.ok else "failure")
+        m.observe("gitsync_sync_duration_seconds", result.seconds)
+        m.observe("gitsync_git_fetch_duration_seconds", result.fetch_seconds)
+        for action in ("created", "configured", "unchanged", "pruned", "failed"):
+            m.set("gitsync_objects", result.count(action), action=action)
+        if result.prune_skipped:
+            m.inc("gitsync_prune_skipped_total")
+        if result.ok:
+            m.set("gitsync_last_success_timestamp_seconds", dt.datetime.now(dt.UTC).timestamp())
+        log.info(
+            "sync %s at %s: %s",
+            "succeeded" if result.ok else "failed",
+            result.revision or "no revision",
+            result.summary(),
+        )
+        self.first_sync.set()
+
+    def ready(self) -> bool:
+        if not self.controller.myapps.synced.is_set():
+            return False
+        return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
+
+    def export_requests(self) -> None:
+        for verb, n in dict(self.controller.kube.requests).items():
+            self.metrics.set("gitsync_api_requests_total", n, verb=verb)
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return (host or "0.0.0.0", int(port))  # noqa: S104
+
+
+def _handler_for(daemon: Daemon) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "gitsync"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("http: " + format, *args)
+
+        def _reply(self, code: int, body: str, ctype: str = "text/plain") -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                self._reply(200, "ok\n")
+            elif self.path == "/readyz":
+                ok = daemon.ready()
+                self._reply(200 if ok else 503, "ok\n" if ok else "not ready\n")
+            elif self.path == "/metrics":
+                daemon.export_requests()
+                self._reply(200, daemon.metrics.render(), "text/plain; version=0.0.4")
+            else:
+                self._reply(404, "not found\n")
+
+        def do_POST(self) -> None:
+            if self.path != "/hooks/git":
+                self._reply(404, "not found\n")
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > webhook.MAX_BODY:
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="too_large")
+                self._reply(413, "body too large\n")
+                return
+            body = self.rfile.read(length)
+            headers = {k: v for k, v in self.headers.items()}
+            if not webhook.verify(headers, body, daemon.options.webhook_secret):
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="unauthorized")
+                self._reply(401, "unauthorized\n")
+                return
+            daemon.metrics.inc("gitsync_webhook_requests_total", result="accepted")
+            daemon.trigger()
+            self._reply(202, "sync triggered\n")
+
+    return Handler

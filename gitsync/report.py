@@ -1,0 +1,57 @@
+"""The ``gitsync drift`` report: rows from MyApp status, and a kubectl-like table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitsync.api import Obj
+
+
+def _condition(app: Obj, type_: str) -> str:
+    for c in (app.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return str(c.get("status", "Unknown"))
+    return "Unknown"
+
+
+def drift_rows(apps: list[Obj]) -> list[dict[str, Any]]:
+    rows = []
+    for app in sorted(apps, key=lambda a: (a["metadata"]["namespace"], a["metadata"]["name"])):
+        drift = (app.get("status") or {}).get("drift") or []
+        since = min((str(d.get("time") or "") for d in drift), default="")
+        rows.append(
+            {
+                "namespace": app["metadata"]["namespace"],
+                "name": app["metadata"]["name"],
+                "synced": _condition(app, "Synced"),
+                "drifted": bool(drift),
+                "paths": [f"{d.get('object')} {d.get('path')}" for d in drift],
+                "changedBy": sorted({str(d.get("manager") or "unknown") for d in drift}),
+                "since": since,
+                "drift": drift,
+            }
+        )
+    return rows
+
+
+COLUMNS = ("NAMESPACE", "NAME", "SYNCED", "DRIFTED", "PATHS", "CHANGED BY", "SINCE")
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    table = [COLUMNS] + [
+        (
+            r["namespace"],
+            r["name"],
+            r["synced"],
+            "True" if r["drifted"] else "False",
+            ",".join(r["paths"]) or "<none>",
+            ",".join(r["changedBy"]) or "<none>",
+            r["since"] or "<none>",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+    return "".join(
+        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in table
+    )

@@ -1,0 +1,119 @@
+"""Sync-level state that belongs to no single MyApp, visible in the cluster.
+
+A ConfigMap (``gitsync-status`` by default) holds the revision, the result,
+the last error and the counts of the last pass; an Event is recorded on it
+when the result or the prune decision changes. Written with SSA, and only
+when its content changes, so a no-op resync costs no write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from dataclasses import dataclass
+
+from gitsync.api import FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.errors import APIError, APINotFoundError
+from gitsync.events import EventRecorder, EventType
+from gitsync.kube import Kube, resource_path
+from gitsync.status import now
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncState:
+    revision: str = ""
+    result: str = ""
+    last_error: str = ""
+    created: int = 0
+    configured: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    failed: int = 0
+    prune_skipped: str = ""
+
+    def data(self) -> dict[str, str]:
+        return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+class StateWriter:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str = "gitsync-status",
+        *,
+        events: EventRecorder | None = None,
+        field_manager: str = FIELD_MANAGER,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.events = events
+        self.field_manager = field_manager
+        self._last: SyncState | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        return resource_path("v1", "configmaps", self.namespace, self.name)
+
+    def read(self) -> dict[str, str]:
+        try:
+            cm = self.kube.get(self.path, subject=f"ConfigMap/{self.namespace}/{self.name}")
+        except APINotFoundError:
+            return {}
+        return dict(cm.get("data") or {})
+
+    def record(self, state: SyncState) -> None:
+        with self._lock:
+            if state == self._last:
+                return  # nothing new: no write
+            previous, self._last = self._last, state
+        data = state.data() | {"lastChangeTime": now()}
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            },
+            "data": data,
+        }
+        try:
+            cm = self.kube.apply(
+                self.path,
+                body,
+                field_manager=self.field_manager,
+                force=True,
+                subject=f"ConfigMap/{self.namespace}/{self.name}",
+            )
+        except APIError as e:
+            log.warning("could not record the sync state: %s", e)
+            with self._lock:
+                self._last = previous
+            return
+        if self.events is None:
+            return
+        if (
+            previous is None
+            or previous.result != state.result
+            or previous.revision != state.revision
+        ):
+            kind: EventType = "Normal" if state.result == "Succeeded" else "Warning"
+            msg = f"sync {state.result.lower()} at {state.revision or 'no revision'}"
+            if state.last_error:
+                msg += f": {state.last_error}"
+            self.events.emit(cm, kind, f"Sync{state.result}", msg)
+        if state.prune_skipped and (
+            previous is None or previous.prune_skipped != state.prune_skipped
+        ):
+            self.events.emit(cm, "Warning", "PruneSkipped", state.prune_skipped)

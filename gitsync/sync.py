@@ -1,0 +1,207 @@
+"""One pass of the GitOps loop: fetch → load → apply MyApps → their Deployments
+and status (through the operator's reconcile) → guarded prune → sync state.
+
+A pass is complete on its own, so ``gitsync sync`` in a CI pipeline leaves the
+cluster finished without a daemon. Results are values: every object gets an
+action in the ``SyncResult``, which the CLI prints and the daemon exports.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gitsync import manifests, prune
+from gitsync.api import (
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    SOURCE_LABEL,
+    SOURCE_PATH_ANNOTATION,
+    Obj,
+    subject,
+)
+from gitsync.controller import Controller
+from gitsync.converge import Policy, converge
+from gitsync.errors import APIError, GitsyncError, SourceError
+from gitsync.render import desired_myapp
+from gitsync.source import Revision, Source
+from gitsync.state import StateWriter, SyncState
+from gitsync.status import SyncInfo, now
+
+log = logging.getLogger(__name__)
+
+Action = Literal["created", "configured", "unchanged", "pruned", "failed"]
+
+
+@dataclass(frozen=True)
+class ObjectResult:
+    subject: str
+    action: Action
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    repo: str
+    path: str = "."
+    default_namespace: str = "default"
+    allowed_namespaces: frozenset[str] | None = None
+    prune: bool = True
+    allow_empty: bool = False
+    prune_max_fraction: float = 0.5
+
+
+@dataclass
+class SyncResult:
+    revision: str = ""
+    objects: list[ObjectResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    prune_skipped: str | None = None
+    fetch_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not any(o.action == "failed" for o in self.objects)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for o in self.objects if o.action == action)
+
+    def summary(self) -> str:
+        parts = [f"{self.count(a)} {a}" for a in ("created", "configured", "unchanged", "pruned")]
+        failed = self.count("failed") + len(self.errors)
+        if failed:
+            parts.append(f"{failed} failed")
+        return ", ".join(parts)
+
+
+def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
+    """The apply body of a Git MyApp, with the labels that make it ours to prune."""
+    body = desired_myapp(app.obj)
+    meta = body["metadata"]
+    meta["labels"] = {
+        **meta.get("labels", {}),
+        MANAGED_BY_LABEL: MANAGED_BY,
+        SOURCE_LABEL: source_label,
+    }
+    meta["annotations"] = {**meta.get("annotations", {}), SOURCE_PATH_ANNOTATION: app.file}
+    return body
+
+
+class Syncer:
+    def __init__(
+        self,
+        controller: Controller,
+        source: Source,
+        options: SyncOptions,
+        state: StateWriter | None = None,
+    ) -> None:
+        self.controller = controller
+        self.source = source
+        self.options = options
+        self.state = state
+        self.source_label = prune.source_label_value(options.repo, options.path)
+
+    def run(self) -> SyncResult:
+        start = time.monotonic()
+        result = SyncResult()
+        try:
+            rev = self.source.fetch()
+        except SourceError as e:
+            result.errors.append(str(e))
+            result.prune_skipped = "the fetch failed; nothing is pruned"
+            log.error("fetch failed: %s", e)
+            self._record(result, start)
+            return result
+        result.fetch_seconds = time.monotonic() - start
+        result.revision = str(rev)
+        loaded = manifests.load(
+            rev.dir,
+            self.options.path,
+            default_namespace=self.options.default_namespace,
+            allowed_namespaces=self.options.allowed_namespaces,
+        )
+        for err in loaded.errors:
+            result.errors.append(str(err))
+            log.error("invalid manifest: %s", err)
+        info = SyncInfo(revision=str(rev), path="", time=now())
+        desired = {app.key: app for app in loaded.apps}
+        for key, app in desired.items():
+            result.objects.append(self._apply(key, app, rev, info))
+        self._prune(result, set(desired), loaded.ok)
+        self._record(result, start)
+        return result
+
+    def _apply(
+        self, key: str, app: manifests.DesiredApp, rev: Revision, info: SyncInfo
+    ) -> ObjectResult:
+        ns, name = key.split("/", 1)
+        who = subject(KIND, ns, name)
+        body = myapp_body(app, self.source_label)
+        c = self.controller
+        c.git[key] = body
+        cfg = c.config
+        policy = Policy(True, False, cfg.force_managers, cfg.field_manager)
+        try:
+            outcome = converge(c.applier, f"{KIND}/{name}", body, c.myapps.get(key), policy)
+            if outcome.live is not None and outcome.action != "unchanged":
+                c.myapps.observe(outcome.live)
+            app_info = SyncInfo(info.revision, app.file, info.time)
+            c.reconcile(key, sync=app_info)
+        except (GitsyncError, ValueError) as e:
+            log.error("apply failed: %s", e, extra={"key": key})
+            return ObjectResult(who, "failed", str(e))
+        return ObjectResult(who, outcome.action)  # type: ignore[arg-type]
+
+    def _prune(self, result: SyncResult, desired: set[str], manifests_ok: bool) -> None:
+        tracked = {
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}": o
+            for o in self.controller.myapps.items()
+            if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == self.source_label
+        }
+        plan = prune.plan_prune(
+            desired,
+            tracked,
+            enabled=self.options.prune,
+            manifests_ok=manifests_ok,
+            allow_empty=self.options.allow_empty,
+            max_fraction=self.options.prune_max_fraction,
+        )
+        if plan.skipped:
+            result.prune_skipped = plan.skipped
+            if set(tracked) - desired:
+                log.warning("prune skipped: %s", plan.skipped)
+            return
+        for key in plan.delete:
+            obj = tracked[key]
+            ns, name = key.split("/", 1)
+            who = subject(KIND, ns, name)
+            try:
+                self.controller.applier.delete(KIND, ns, name, obj["metadata"]["uid"])
+            except APIError as e:
+                result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
+                continue
+            self.controller.git.pop(key, None)
+            result.objects.append(ObjectResult(who, "pruned"))
+            log.info("pruned", extra={"key": key})
+
+    def _record(self, result: SyncResult, start: float) -> None:
+        result.seconds = time.monotonic() - start
+        if self.state is None:
+            return
+        self.state.record(
+            SyncState(
+                revision=result.revision,
+                result="Succeeded" if result.ok else "Failed",
+                last_error="; ".join(result.errors)[:2000],
+                created=result.count("created"),
+                configured=result.count("configured"),
+                unchanged=result.count("unchanged"),
+                pruned=result.count("pruned"),
+                failed=result.count("failed") + len(result.errors),
+                prune_skipped=result.prune_skipped or "",
+            )
+        )
