@@ -1,0 +1,178 @@
+"""Drift against the real API server: who changed what, correct vs report,
+conflicts with other controllers, and what is not drift."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.kube import Kube
+from tests.integration.test_operator import available, get, myapp
+from tests.support import wait_until
+
+
+@pytest.fixture
+def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
+    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    c.start()
+    assert c.wait_synced(30)
+    yield c
+    c.stop()
+
+
+def kubectl(kubectl_bin: str, kubeconfig: str, *args: str) -> str:
+    proc = subprocess.run(
+        [kubectl_bin, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KUBECONFIG": kubeconfig},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def drift_of(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    app = get(kube, "MyApp", ns, name) or {}
+    return list((app.get("status") or {}).get("drift") or [])
+
+
+def owner_of_replicas(dep: dict[str, Any]) -> list[str]:
+    return [
+        m["manager"]
+        for m in dep["metadata"]["managedFields"]
+        if "f:replicas" in m.get("fieldsV1", {}).get("f:spec", {})
+    ]
+
+
+def start_app(kube: Kube, ns: str, name: str, **spec: Any) -> None:
+    kube.create(path_of("MyApp", ns), myapp(ns, name, **spec))
+    replicas = int(spec.get("replicas", 1))
+    wait_until(lambda: available(kube, ns, name, replicas), timeout=60, what="Available")
+
+
+def test_report_policy_records_kubectl_scale_with_its_manager(
+    kube: Kube, namespace: str, controller: Controller, kubectl_bin: str, kubeconfig: str
+) -> None:
+    start_app(kube, namespace, "web", replicas=2, driftPolicy="report")
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/web", "--replicas=5")
+
+    drift = wait_until(lambda: drift_of(kube, namespace, "web"), what="drift in status")
+    assert len(drift) == 1
+    entry = drift[0]
+    assert entry["object"] == "Deployment/web"
+    assert entry["path"] == "spec.replicas"
+    assert (entry["desired"], entry["live"]) == (2, 5)
+    assert entry["manager"] == "kubectl"
+    assert entry["operation"] == "Update"
+    assert entry["conflict"] is False
+    app = get(kube, "MyApp", namespace, "web")
+    drifted = next(c for c in app["status"]["conditions"] if c["type"] == "Drifted")  # type: ignore[index]
+    assert drifted["status"] == "True"
+    # report only: the live value is left as kubectl set it
+    assert get(kube, "Deployment", namespace, "web")["spec"]["replicas"] == 5  # type: ignore[index]
+
+
+def test_correct_policy_takes_replicas_back_from_kubectl(
+    kube: Kube, namespace: str, controller: Controller, kubectl_bin: str, kubeconfig: str
+) -> None:
+    start_app(kube, namespace, "api", replicas=2)
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/api", "--replicas=4")
+
+    def restored() -> dict[str, Any] | None:
+        dep = get(kube, "Deployment", namespace, "api")
+        if dep and dep["spec"]["replicas"] == 2 and owner_of_replicas(dep) == ["gitsync"]:
+            return dep
+        return None
+
+    wait_until(restored, what="replicas restored and owned by gitsync again")
+    wait_until(lambda: available(kube, namespace, "api", 2), timeout=60, what="Available")
+    assert drift_of(kube, namespace, "api") == []
+
+
+def test_set_image_is_corrected(
+    kube: Kube, namespace: str, controller: Controller, kubectl_bin: str, kubeconfig: str
+) -> None:
+    start_app(kube, namespace, "img", replicas=1)
+    kubectl(
+        kubectl_bin, kubeconfig, "-n", namespace, "set", "image", "deployment/img", "app=evil:1"
+    )
+
+    def image() -> str:
+        dep = get(kube, "Deployment", namespace, "img") or {}
+        return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+
+    wait_until(lambda: image() == "nginx:1.27", what="the image to be restored")
+
+
+def test_field_owned_by_another_controller_is_a_conflict_not_a_fight(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    start_app(kube, namespace, "hpa", replicas=2)
+    scaler = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "hpa", "namespace": namespace},
+        "spec": {"replicas": 6},
+    }
+    # another controller claims replicas with SSA (force, as an HPA-like owner would)
+    kube.apply(path_of("Deployment", namespace, "hpa"), scaler, field_manager="hpa-sim", force=True)
+    drift = wait_until(lambda: drift_of(kube, namespace, "hpa"), what="a conflict in status")
+    assert [(d["path"], d["manager"], d["conflict"]) for d in drift] == [
+        ("spec.replicas", "hpa-sim", True)
+    ]
+    assert controller.wait_idle(30)
+    dep = get(kube, "Deployment", namespace, "hpa")
+    assert dep is not None
+    assert dep["spec"]["replicas"] == 6
+    assert owner_of_replicas(dep) == ["hpa-sim"]
+
+
+def test_not_drift_foreign_labels_unset_fields_and_equivalent_values(
+    kube: Kube, namespace: str, controller: Controller, kubectl_bin: str, kubeconfig: str
+) -> None:
+    resources = {
+        "requests": {"cpu": "1000m", "memory": "1024Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
+    }
+    start_app(kube, namespace, "calm", replicas=1, port=8080, resources=resources)
+    dep = get(kube, "Deployment", namespace, "calm")
+    assert dep is not None
+    # stored canonical: 1000m is 1, 1024Mi is 1Gi
+    assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "1",
+        "memory": "1Gi",
+    }
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "label", "deployment/calm", "team=payments")
+    other = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "calm", "namespace": namespace, "annotations": {"note": "x"}},
+        "spec": {"revisionHistoryLimit": 3},
+    }
+    kube.apply(path_of("Deployment", namespace, "calm"), other, field_manager="other-operator")
+
+    def settled() -> bool:
+        d = get(kube, "Deployment", namespace, "calm") or {}
+        gen = d.get("metadata", {}).get("generation")
+        return bool(d.get("status", {}).get("observedGeneration") == gen)
+
+    wait_until(settled, what="the deployment controller to observe the change")
+    assert controller.wait_idle(30)
+    rv = get(kube, "Deployment", namespace, "calm")["metadata"]["resourceVersion"]  # type: ignore[index]
+    writes = kube.requests["APPLY"]
+    for _ in range(3):
+        controller.reconcile(f"{namespace}/calm")
+    assert kube.requests["APPLY"] == writes
+    assert drift_of(kube, namespace, "calm") == []
+    dep = get(kube, "Deployment", namespace, "calm")
+    assert dep is not None
+    assert dep["metadata"]["resourceVersion"] == rv
+    assert dep["metadata"]["labels"]["team"] == "payments"
+    assert dep["spec"]["revisionHistoryLimit"] == 3
