@@ -1,0 +1,307 @@
+"""managedFields: field sets, the paths gitsync applies, and who owns a path.
+
+The fixtures have the shape kube-apiserver 1.35 writes: an Apply by gitsync, then
+the controller manager's Updates, then other managers taking fields away.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gitsync.api import Obj
+from gitsync.managedfields import Owner, Path, fields_of, human_path, leaf_paths, owner_of
+from gitsync.render import render
+
+UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
+APP = 'k:{"name":"app"}'
+PORT = 'k:{"containerPort":8080,"protocol":"TCP"}'
+CONTAINER: Path = ("f:spec", "f:template", "f:spec", "f:containers", APP)
+REPLICAS: Path = ("f:spec", "f:replicas")
+IMAGE: Path = (*CONTAINER, "f:image")
+
+GITSYNC_FIELDS: Obj = {
+    "f:metadata": {
+        "f:labels": {
+            "f:app.kubernetes.io/instance": {},
+            "f:app.kubernetes.io/managed-by": {},
+            "f:app.kubernetes.io/name": {},
+        },
+        "f:ownerReferences": {f'k:{{"uid":"{UID}"}}': {}},
+    },
+    "f:spec": {
+        "f:replicas": {},
+        "f:selector": {},
+        "f:template": {
+            "f:metadata": {
+                "f:labels": {"f:app.kubernetes.io/instance": {}, "f:app.kubernetes.io/name": {}}
+            },
+            "f:spec": {
+                "f:containers": {
+                    APP: {
+                        ".": {},
+                        "f:env": {'k:{"name":"LOG_LEVEL"}': {".": {}, "f:name": {}, "f:value": {}}},
+                        "f:image": {},
+                        "f:name": {},
+                        "f:ports": {PORT: {".": {}, "f:containerPort": {}, "f:protocol": {}}},
+                        "f:resources": {
+                            "f:limits": {"f:memory": {}},
+                            "f:requests": {"f:cpu": {}, "f:memory": {}},
+                        },
+                    }
+                }
+            },
+        },
+    },
+}
+
+
+def entry(manager: str, operation: str, fields: Obj, time: str, subresource: str = "") -> Obj:
+    out: Obj = {
+        "apiVersion": "apps/v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+        "manager": manager,
+        "operation": operation,
+        "time": time,
+    }
+    if subresource:
+        out["subresource"] = subresource
+    return out
+
+
+def without(fields: Obj, path: Path) -> Obj:
+    """``fields`` minus one leaf: what an Update or a forced Apply by another manager does."""
+    out = copy.deepcopy(fields)
+    node = out
+    for element in path[:-1]:
+        node = node[element]
+    del node[path[-1]]
+    return out
+
+
+def nested(path: Path) -> Obj:
+    out: Obj = {}
+    for element in reversed(path):
+        out = {element: out}
+    return out
+
+
+GITSYNC = entry("gitsync", "Apply", GITSYNC_FIELDS, "2025-06-01T10:00:00Z")
+KCM_REVISION = entry(
+    "kube-controller-manager",
+    "Update",
+    {"f:metadata": {"f:annotations": {".": {}, "f:deployment.kubernetes.io/revision": {}}}},
+    "2025-06-01T10:00:01Z",
+)
+KCM_STATUS = entry(
+    "kube-controller-manager",
+    "Update",
+    {
+        "f:status": {
+            "f:availableReplicas": {},
+            "f:conditions": {
+                ".": {},
+                'k:{"type":"Available"}': {".": {}, "f:status": {}, "f:type": {}},
+            },
+            "f:observedGeneration": {},
+            "f:replicas": {},
+        }
+    },
+    "2025-06-01T10:00:05Z",
+    subresource="status",
+)
+
+
+def managed(*others: Obj, gitsync_fields: Obj = GITSYNC_FIELDS) -> list[Obj]:
+    gitsync = {**GITSYNC, "fieldsV1": gitsync_fields}
+    return [gitsync, KCM_REVISION, KCM_STATUS, *others]
+
+
+KUBECTL_SCALE = entry("kubectl", "Update", nested(REPLICAS), "2025-06-01T11:00:00Z", "scale")
+KUBECTL_SET = entry("kubectl-set", "Update", nested(IMAGE), "2025-06-01T11:05:00Z")
+HPA_SIM = entry("hpa-sim", "Apply", nested(REPLICAS), "2025-06-01T11:10:00Z")
+
+CASES: list[Any] = [
+    pytest.param(
+        managed(),
+        REPLICAS,
+        Owner("gitsync", "Apply", "2025-06-01T10:00:00Z"),
+        id="gitsync owns what it applied",
+    ),
+    pytest.param(
+        managed(KUBECTL_SCALE, gitsync_fields=without(GITSYNC_FIELDS, REPLICAS)),
+        REPLICAS,
+        Owner("kubectl", "Update", "2025-06-01T11:00:00Z", "scale"),
+        id="kubectl scale took replicas",
+    ),
+    pytest.param(
+        managed(KUBECTL_SET, gitsync_fields=without(GITSYNC_FIELDS, IMAGE)),
+        IMAGE,
+        Owner("kubectl-set", "Update", "2025-06-01T11:05:00Z"),
+        id="kubectl set image took the image",
+    ),
+    pytest.param(
+        managed(HPA_SIM, gitsync_fields=without(GITSYNC_FIELDS, REPLICAS)),
+        REPLICAS,
+        Owner("hpa-sim", "Apply", "2025-06-01T11:10:00Z"),
+        id="forced apply by another manager",
+    ),
+    pytest.param(
+        managed(HPA_SIM),
+        REPLICAS,
+        Owner("hpa-sim", "Apply", "2025-06-01T11:10:00Z"),
+        id="shared by two appliers: the other one is named",
+    ),
+    pytest.param(
+        managed(),
+        ("f:spec", "f:selector", "f:matchLabels", "f:app.kubernetes.io/name"),
+        Owner("gitsync", "Apply", "2025-06-01T10:00:00Z"),
+        id="inside an atomic field",
+    ),
+    pytest.param(
+        managed(),
+        (*CONTAINER, "f:ports", 'k:{"containerPort":9090,"protocol":"TCP"}'),
+        Owner("gitsync", "Apply", "2025-06-01T10:00:00Z"),
+        id="a removed item: the nearest owned ancestor",
+    ),
+    pytest.param(
+        managed(
+            entry(
+                "kubectl-annotate",
+                "Update",
+                nested(("f:metadata", "f:annotations", "f:team")),
+                "2025-06-01T09:00:00Z",
+            )
+        ),
+        ("f:metadata", "f:annotations", "f:team"),
+        Owner("kubectl-annotate", "Update", "2025-06-01T09:00:00Z"),
+        id="the exact owner wins over the owner of the whole map",
+    ),
+    pytest.param(
+        managed(),
+        ("f:status", "f:availableReplicas"),
+        Owner("kube-controller-manager", "Update", "2025-06-01T10:00:05Z", "status"),
+        id="status subresource",
+    ),
+    pytest.param(managed(), ("f:spec", "f:strategy"), None, id="nobody owns it"),
+    pytest.param([], REPLICAS, None, id="no managedFields at all"),
+]
+
+
+@pytest.mark.parametrize(("managed_fields", "path", "owner"), CASES)
+def test_owner_of(managed_fields: list[Obj], path: Path, owner: Owner | None) -> None:
+    assert owner_of(managed_fields, path) == owner
+
+
+def test_leaf_paths_of_an_apply_entry() -> None:
+    leaves = leaf_paths(GITSYNC_FIELDS)
+    assert REPLICAS in leaves
+    assert ("f:spec", "f:selector") in leaves
+    assert CONTAINER in leaves  # the "." entry marks the item itself
+    assert IMAGE in leaves
+    assert (*CONTAINER, "f:ports", PORT, "f:protocol") in leaves
+    assert ("f:metadata", "f:ownerReferences", f'k:{{"uid":"{UID}"}}') in leaves
+    assert ("f:spec", "f:template") not in leaves  # a map with fields is no leaf
+    assert len(leaves) == 20
+
+
+@pytest.mark.parametrize(
+    ("fields", "leaves"),
+    [
+        ({}, set()),
+        ({".": {}}, set()),
+        ({"f:a": {}}, {("f:a",)}),
+        ({"f:a": {".": {}, "f:b": {}}}, {("f:a",), ("f:a", "f:b")}),
+        ({"f:a": {'k:{"name":"x"}': {}}}, {("f:a", 'k:{"name":"x"}')}),
+        ({"f:a": {'v:"x"': {}, "i:0": {}}}, {("f:a", 'v:"x"'), ("f:a", "i:0")}),
+    ],
+)
+def test_leaf_paths(fields: Obj, leaves: set[Path]) -> None:
+    assert leaf_paths(fields) == leaves
+
+
+def rendered() -> Obj:
+    return render(
+        {
+            "metadata": {"name": "web", "namespace": "shop", "uid": UID},
+            "spec": {
+                "image": "nginx:1.27",
+                "replicas": 3,
+                "port": 8080,
+                "env": [{"name": "LOG_LEVEL", "value": "debug"}],
+                "resources": {
+                    "requests": {"cpu": "250m", "memory": "128Mi"},
+                    "limits": {"memory": "256Mi"},
+                },
+            },
+        }
+    )
+
+
+def test_fields_of_a_rendered_deployment_is_what_the_server_records() -> None:
+    assert fields_of(rendered()) == leaf_paths(GITSYNC_FIELDS)
+
+
+def test_fields_of_a_myapp_body() -> None:
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"a": "b"}},
+        "spec": {"image": "x", "env": [{"name": "A", "value": "1"}], "resources": {}},
+    }
+    env = ("f:spec", "f:env", 'k:{"name":"A"}')
+    assert fields_of(body) == {
+        ("f:metadata", "f:labels", "f:a"),
+        ("f:spec", "f:image"),
+        env,
+        (*env, "f:name"),
+        (*env, "f:value"),
+        ("f:spec", "f:resources"),  # an empty map is a leaf of its own
+    }
+
+
+def test_fields_of_atomic_lists_and_identity_only() -> None:
+    body = {"metadata": {"name": "x"}, "spec": {"args": ["a", "b"], "status": "kept"}}
+    assert fields_of(body) == {("f:spec", "f:args"), ("f:spec", "f:status")}
+
+
+def test_fields_of_a_status_apply_body() -> None:
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "status": {"observedGeneration": 2, "conditions": [{"type": "Synced", "status": "True"}]},
+    }
+    synced = ("f:status", "f:conditions", 'k:{"type":"Synced"}')
+    assert fields_of(body) == {
+        ("f:status", "f:observedGeneration"),
+        synced,
+        (*synced, "f:type"),
+        (*synced, "f:status"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        (REPLICAS, "spec.replicas"),
+        (IMAGE, "spec.template.spec.containers[name=app].image"),
+        (
+            (*CONTAINER, "f:ports", PORT),
+            "spec.template.spec.containers[name=app].ports[containerPort=8080,protocol=TCP]",
+        ),
+        (
+            ("f:metadata", "f:labels", "f:app.kubernetes.io/name"),
+            "metadata.labels[app.kubernetes.io/name]",
+        ),
+        ((*CONTAINER, "."), "spec.template.spec.containers[name=app]"),
+        (("f:spec", "f:args", "i:2"), "spec.args[2]"),
+        (("f:spec", "f:finalizers", 'v:"x"'), "spec.finalizers[=x]"),
+        ((), ""),
+    ],
+)
+def test_human_path(path: Path, text: str) -> None:
+    assert human_path(path) == text
