@@ -74,7 +74,9 @@ def crd(kube: Kube) -> str:
 
     body = yaml.safe_load((ROOT / "crds" / "myapps.apps.example.com.yaml").read_text())
     path = resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions")
-    kube.apply(f"{path}/{body['metadata']['name']}", body, field_manager="gitsync-tests", force=True)
+    kube.apply(
+        f"{path}/{body['metadata']['name']}", body, field_manager="gitsync-tests", force=True
+    )
 
     def established() -> bool:
         live = kube.get(f"{path}/{body['metadata']['name']}")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
+
+from gitsync.apply import path_of
+from gitsync.errors import APINotFoundError
+from gitsync.kube import Kube
 
 T = TypeVar("T")
 
@@ -23,3 +27,48 @@ def wait_until(
             return last
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what or fn}; last value {last!r}")
+
+
+def myapp(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"image": "nginx:1.27", **spec},
+    }
+
+
+def get(kube: Kube, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return kube.get(path_of(kind, ns, name))
+    except APINotFoundError:
+        return None
+
+
+def available(kube: Kube, ns: str, name: str, replicas: int) -> dict[str, Any] | None:
+    app = get(kube, "MyApp", ns, name)
+    st = (app or {}).get("status", {})
+    if (
+        st.get("phase") == "Available"
+        and st.get("availableReplicas") == replicas
+        and st.get("observedGeneration") == app["metadata"]["generation"]  # type: ignore[index]
+    ):
+        return app
+    return None
+
+
+def app_yaml(
+    ns: str, name: str, image: str = "nginx:1.27", replicas: int | str = 1, **extra: Any
+) -> str:
+    lines = [
+        "apiVersion: apps.example.com/v1",
+        "kind: MyApp",
+        "metadata:",
+        f"  name: {name}",
+        f"  namespace: {ns}",
+        "spec:",
+        f"  image: {image}",
+        f"  replicas: {replicas!r}" if isinstance(replicas, str) else f"  replicas: {replicas}",
+    ]
+    lines += [f"  {k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"

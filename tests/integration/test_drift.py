@@ -13,8 +13,7 @@ import pytest
 from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.kube import Kube
-from tests.integration.test_operator import available, get, myapp
-from tests.support import wait_until
+from tests.support import available, get, myapp, wait_until
 
 
 @pytest.fixture

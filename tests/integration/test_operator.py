@@ -9,18 +9,9 @@ import pytest
 
 from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import APIInvalidError, APINotFoundError
+from gitsync.errors import APIInvalidError
 from gitsync.kube import Kube
-from tests.support import wait_until
-
-
-def myapp(ns: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps.example.com/v1",
-        "kind": "MyApp",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"image": "nginx:1.27", **spec},
-    }
+from tests.support import available, get, myapp, wait_until
 
 
 @pytest.fixture
@@ -30,25 +21,6 @@ def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
     assert c.wait_synced(30)
     yield c
     c.stop()
-
-
-def get(kube: Kube, kind: str, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        return kube.get(path_of(kind, ns, name))
-    except APINotFoundError:
-        return None
-
-
-def available(kube: Kube, ns: str, name: str, replicas: int) -> dict[str, Any] | None:
-    app = get(kube, "MyApp", ns, name)
-    st = (app or {}).get("status", {})
-    if (
-        st.get("phase") == "Available"
-        and st.get("availableReplicas") == replicas
-        and st.get("observedGeneration") == app["metadata"]["generation"]  # type: ignore[index]
-    ):
-        return app
-    return None
 
 
 def test_myapp_gets_an_owned_deployment_and_status(
@@ -166,3 +138,32 @@ def test_deployment_deleted_by_hand_is_recreated(
 
     wait_until(recreated, what="the Deployment to be recreated")
     wait_until(lambda: available(kube, namespace, "svc", 2), timeout=60, what="recovery")
+
+
+def test_rendered_deployment_equals_what_the_server_stores(
+    kube: Kube, crd: str, namespace: str
+) -> None:
+    from gitsync import drift, managedfields
+    from gitsync.render import render
+
+    spec = {
+        "replicas": 2,
+        "port": 8080,
+        "env": [{"name": "MODE", "value": "prod"}, {"name": "EMPTY", "value": ""}],
+        "resources": {
+            "requests": {"cpu": "1000m", "memory": "1024Mi"},
+            "limits": {"cpu": "1.5", "memory": "1.5Gi"},
+        },
+    }
+    app = kube.create(path_of("MyApp", namespace), myapp(namespace, "exact", **spec))
+    desired = render(app)
+    live = kube.apply(path_of("Deployment", namespace, "exact"), desired, field_manager="gitsync")
+    assert drift.fast_equal(desired, live)
+    assert drift.drift_items("Deployment/exact", desired, live) == []
+    entry = next(m for m in live["metadata"]["managedFields"] if m["manager"] == "gitsync")
+    assert managedfields.fields_of(desired) == managedfields.leaf_paths(entry["fieldsV1"])
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1500m", "memory": "1536Mi"},
+    }

@@ -1,0 +1,184 @@
+"""The CLI as users run it: sync, diff and drift in subprocesses, exit codes, and
+proof from the API server's own metrics that diff writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.kube import Kube
+from tests.integration.test_drift import kubectl
+from tests.support import app_yaml, wait_until
+
+GITSYNC = str(Path(sys.executable).parent / "gitsync")
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def gitsync(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": kubeconfig, "GITSYNC_LOG_FORMAT": "text"}
+    return subprocess.run([GITSYNC, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def server_writes(kube: Kube) -> int:
+    """Writes to MyApps and Deployments counted by kube-apiserver itself."""
+    ctx = ssl.create_default_context(cafile=kube.config.ssl_ca_cert)
+    ctx.load_cert_chain(str(kube.config.cert_file), str(kube.config.key_file))
+    with urllib.request.urlopen(kube.host + "/metrics", context=ctx, timeout=10) as resp:
+        text = resp.read().decode()
+    total = 0
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        if (
+            labels.get("resource") in ("myapps", "deployments")
+            and labels.get("verb") in WRITE_VERBS
+            and not labels.get("subresource")
+        ):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+@pytest.fixture
+def repo(tmp_path: Path, namespace: str) -> Path:
+    apps = tmp_path / "repo" / "apps"
+    apps.mkdir(parents=True)
+    (apps / "web.yaml").write_text(app_yaml(namespace, "web", replicas=2, port=8080))
+    (apps / "api.yaml").write_text(app_yaml(namespace, "api"))
+    return tmp_path / "repo"
+
+
+def common(repo: Path, namespace: str) -> list[str]:
+    return ["--repo", str(repo), "--path", "apps", "--allowed-namespaces", namespace]
+
+
+@pytest.fixture
+def synced(kubeconfig: str, crd: str, namespace: str, repo: Path) -> Path:
+    proc = gitsync(kubeconfig, "sync", *common(repo, namespace), "--status-namespace", namespace)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 created" in proc.stdout
+    return repo
+
+
+def test_diff_after_sync_is_clean_then_shows_exactly_the_git_change(
+    kube: Kube, kubeconfig: str, namespace: str, synced: Path
+) -> None:
+    before = server_writes(kube)
+    clean = gitsync(kubeconfig, "diff", *common(synced, namespace))
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.strip().splitlines() == [
+        "local: 0 created, 0 configured, 4 unchanged, 0 pruned"
+    ]
+
+    (synced / "apps" / "web.yaml").write_text(
+        app_yaml(namespace, "web", image="nginx:1.28", replicas=2, port=8080)
+    )
+    text = gitsync(kubeconfig, "diff", *common(synced, namespace), "--no-color")
+    assert text.returncode == 1, text.stderr
+    assert f"--- live/MyApp/{namespace}/web" in text.stdout
+    assert "+  image: nginx:1.28" in text.stdout or "+    image: nginx:1.28" in text.stdout
+    assert "\x1b[" not in text.stdout
+
+    out = gitsync(kubeconfig, "diff", *common(synced, namespace), "-o", "json")
+    assert out.returncode == 1
+    doc = json.loads(out.stdout)
+    assert doc["summary"] == "0 created, 2 configured, 2 unchanged, 0 pruned"
+    changes = {o["object"]: o["changes"] for o in doc["objects"]}
+    assert changes == {
+        f"MyApp/{namespace}/web": [
+            {"path": "spec.image", "live": "nginx:1.27", "git": "nginx:1.28"}
+        ],
+        f"Deployment/{namespace}/web": [
+            {
+                "path": "spec.template.spec.containers[name=app].image",
+                "live": "nginx:1.27",
+                "git": "nginx:1.28",
+            }
+        ],
+    }
+    assert server_writes(kube) == before, "gitsync diff wrote to the API server"
+
+
+def test_diff_previews_prunes_and_errors_exit_2(
+    kubeconfig: str, namespace: str, synced: Path
+) -> None:
+    (synced / "apps" / "api.yaml").unlink()
+    out = gitsync(kubeconfig, "diff", *common(synced, namespace), "-o", "json")
+    assert out.returncode == 1
+    doc = json.loads(out.stdout)
+    assert {"object": f"MyApp/{namespace}/api", "action": "pruned", "changes": []} in doc["objects"]
+    missing = gitsync(kubeconfig, "diff", "--repo", str(synced / "nope"), "--path", "apps")
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr
+    usage = gitsync(kubeconfig, "diff", "--bogus-flag")
+    assert usage.returncode == 2
+
+
+@pytest.fixture
+def operator(kube: Kube, namespace: str) -> Iterator[Controller]:
+    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    c.start()
+    assert c.wait_synced(30)
+    yield c
+    c.stop()
+
+
+def test_drift_report_exit_codes_and_json(
+    kube: Kube,
+    kubeconfig: str,
+    kubectl_bin: str,
+    namespace: str,
+    tmp_path: Path,
+    crd: str,
+    operator: Controller,
+) -> None:
+    repo = tmp_path / "r"
+    (repo / "apps").mkdir(parents=True)
+    (repo / "apps" / "d.yaml").write_text(
+        app_yaml(namespace, "d", replicas=1, driftPolicy="report")
+    )
+    sync = gitsync(kubeconfig, "sync", *common(repo, namespace), "--status-namespace", namespace)
+    assert sync.returncode == 0, sync.stderr
+    assert operator.wait_idle(30)
+    clean = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert clean.stdout.splitlines()[0].split() == [
+        "NAMESPACE",
+        "NAME",
+        "SYNCED",
+        "DRIFTED",
+        "PATHS",
+        "CHANGED",
+        "BY",
+        "SINCE",
+    ]
+    assert "result Succeeded" in clean.stdout
+
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/d", "--replicas=3")
+
+    def drifted() -> subprocess.CompletedProcess[str] | None:
+        proc = gitsync(
+            kubeconfig, "drift", "-n", namespace, "-o", "json", "--status-namespace", namespace
+        )
+        return proc if proc.returncode == 1 else None
+
+    proc = wait_until(drifted, timeout=30, what="drift exit code 1")
+    doc = json.loads(proc.stdout)
+    assert doc["sync"]["result"] == "Succeeded"
+    [row] = doc["apps"]
+    assert (row["namespace"], row["name"], row["drifted"]) == (namespace, "d", True)
+    assert row["paths"] == ["Deployment/d spec.replicas"]
+    assert row["changedBy"] == ["kubectl"]
+    assert row["drift"][0]["desired"] == 1 and row["drift"][0]["live"] == 3
+    bad = gitsync("/nonexistent/kubeconfig", "drift")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
