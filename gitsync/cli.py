@@ -64,6 +64,13 @@ def source_options(required: bool) -> Callable[[F], F]:
             [
                 _opt("--repo", env="REPO", required=required, help="Git URL or a local directory."),
                 _opt(
+                    "--instance-repo",
+                    env="INSTANCE_REPO",
+                    default="",
+                    help="The repository URL that names this source instance, when --repo "
+                    "is a local checkout of it (default: --repo).",
+                ),
+                _opt(
                     "--ref",
                     env="REF",
                     default="main",
@@ -232,6 +239,7 @@ def _controller(kw: dict[str, Any], **extra: Any) -> Controller:
 def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     opts = SyncOptions(
         repo=kw["repo"],
+        instance=kw["instance_repo"],
         path=kw["path"],
         default_namespace=kw["namespace"],
         allowed_namespaces=_allowed(kw),
@@ -379,7 +387,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
-    label = prune.source_label_value(kw["repo"], kw["path"])
+    label = prune.source_label_value(kw["instance_repo"] or kw["repo"], kw["path"])
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
     myapps = _list(kube, resource_path("apps.example.com/v1", "myapps"))
     deployments = _list(

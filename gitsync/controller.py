@@ -73,8 +73,14 @@ class Controller:
         )
         #: MyApps as Git declares them (apply bodies), set by the sync loop
         self.git: dict[str, Obj] = {}
+        #: the sync loop's last word on each MyApp; every status write carries it, so a
+        #: reconcile that starts from a cache older than the last sync cannot drop it
+        self.sync_info: dict[str, statuslib.SyncInfo] = {}
         self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
         self._threads: list[threading.Thread] = []
+        # the sync pass reconciles outside the queue: one key is never reconciled twice at once
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
         self.reconciles = 0
         self.myapps.add_handler(lambda _t, obj: self.queue.add(_key(obj)))
         self.deployments.add_handler(self._on_deployment)
@@ -147,10 +153,21 @@ class Controller:
 
     def reconcile(self, key: str, sync: statuslib.SyncInfo | None = None) -> Outcome | None:
         """Level-based: reads the caches, writes only what differs."""
+        with self._locks_lock:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
+            return self._reconcile(key, sync)
+
+    def _reconcile(self, key: str, sync: statuslib.SyncInfo | None) -> Outcome | None:
         self.reconciles += 1
+        if sync is not None:
+            self.sync_info[key] = sync
+        sync = self.sync_info.get(key)
         myapp = self.myapps.get(key)
         if myapp is None or myapp["metadata"].get("deletionTimestamp"):
             self._signatures.pop(key, None)
+            with self._locks_lock:
+                self._key_locks.pop(key, None)
             return None  # the garbage collector takes the Deployment
         name = key.split("/", 1)[1]
         spec = myapp.get("spec") or {}
@@ -181,6 +198,8 @@ class Controller:
             if isinstance(e, APIError) and e.temporary:
                 raise
         if outcome is not None:
+            if outcome.live is not None and outcome.action != "unchanged":
+                self.deployments.observe(outcome.live)
             items += outcome.drift
             self._record_action(myapp, outcome)
         self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
@@ -220,7 +239,9 @@ class Controller:
                 self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")
         if statuslib.same(myapp.get("status"), new):
             return
-        self.applier.apply_status(meta["namespace"], meta["name"], new)
+        written = self.applier.apply_status(meta["namespace"], meta["name"], new)
+        # ahead of the watch event: the next reconcile compares with what we wrote
+        self.myapps.observe(written)
         log.debug("status written", extra={"key": key})
 
 

@@ -67,7 +67,9 @@ class Informer:
         """Put an object we just wrote into the cache ahead of its watch event,
         so the next step of the same pass sees it (its uid, for ownerReferences)."""
         with self._lock:
-            self.cache[key_of(obj)] = obj
+            old = self.cache.get(key_of(obj))
+            if old is None or _newer(obj, old):
+                self.cache[key_of(obj)] = obj
 
     def items(self) -> list[Obj]:
         with self._lock:
@@ -172,6 +174,9 @@ class Informer:
             if kind == "DELETED":
                 self.cache.pop(key, None)
             else:
+                old = self.cache.get(key)
+                if old is not None and _newer(old, obj):
+                    return  # we already hold a newer copy (one we wrote, see observe)
                 self.cache[key] = obj
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._notify(kind, obj)
@@ -182,6 +187,20 @@ class Informer:
                 handler(kind, obj)
             except Exception:
                 log.exception("informer %s: handler failed", self.name)
+
+
+def _newer(a: Obj, b: Obj) -> bool:
+    """Whether ``a`` is a later version of the same object than ``b``.
+
+    resourceVersions are opaque, but the API server only promises them to be
+    comparable for equality; etcd-backed ones are integers, which we rely on
+    only to keep an object we just wrote from being replaced by an older event."""
+    ra, rb = _rv(a), _rv(b)
+    if a.get("metadata", {}).get("uid") != b.get("metadata", {}).get("uid"):
+        return False
+    if ra.isdigit() and rb.isdigit():
+        return int(ra) > int(rb)
+    return False
 
 
 def _rv(obj: Obj) -> str:

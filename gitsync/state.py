@@ -27,11 +27,12 @@ class SyncState:
     revision: str = ""
     result: str = ""
     last_error: str = ""
-    created: int = 0
-    configured: int = 0
-    unchanged: int = 0
-    pruned: int = 0
+    #: MyApps the source declares
+    managed: int = 0
     failed: int = 0
+    #: the summary of the last pass that changed something; a pass that changes
+    #: nothing leaves it, so steady state writes nothing here either
+    last_change: str = ""
     prune_skipped: str = ""
 
     def data(self) -> dict[str, str]:
@@ -71,6 +72,10 @@ class StateWriter:
         except APINotFoundError:
             return {}
         return dict(cm.get("data") or {})
+
+    @property
+    def last(self) -> SyncState | None:
+        return self._last
 
     def record(self, state: SyncState) -> None:
         with self._lock:

@@ -105,7 +105,12 @@ def compute(
     )
     conditions = [ready, drifted]
     if sync is not None:
-        status["source"] = {"revision": sync.revision, "path": sync.path, "lastSyncTime": sync.time}
+        old = live.get("source") or {}
+        same_source = old.get("revision") == sync.revision and old.get("path") == sync.path
+        # the time this revision was applied, not of the latest pass: a pass that
+        # changes nothing must not write (steady state costs zero writes)
+        when = old.get("lastSyncTime") if same_source and old.get("lastSyncTime") else sync.time
+        status["source"] = {"revision": sync.revision, "path": sync.path, "lastSyncTime": when}
         reason = "Applied" if sync.ok else "SyncFailed"
         msg = sync.message or f"applied revision {sync.revision}"
         conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))

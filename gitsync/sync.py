@@ -25,7 +25,7 @@ from gitsync.api import (
 )
 from gitsync.controller import Controller
 from gitsync.converge import Policy, converge
-from gitsync.errors import APIError, GitsyncError, SourceError
+from gitsync.errors import APIError, ConfigError, GitsyncError, SourceError
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
 from gitsync.state import StateWriter, SyncState
@@ -47,6 +47,9 @@ class ObjectResult:
 class SyncOptions:
     repo: str
     path: str = "."
+    #: the repository URL that names this source instance (default: repo); lets a
+    #: local checkout stand in for the URL a daemon syncs from
+    instance: str = ""
     default_namespace: str = "default"
     allowed_namespaces: frozenset[str] | None = None
     prune: bool = True
@@ -103,7 +106,7 @@ class Syncer:
         self.source = source
         self.options = options
         self.state = state
-        self.source_label = prune.source_label_value(options.repo, options.path)
+        self.source_label = prune.source_label_value(options.instance or options.repo, options.path)
 
     def run(self) -> SyncResult:
         start = time.monotonic()
@@ -118,12 +121,18 @@ class Syncer:
             return result
         result.fetch_seconds = time.monotonic() - start
         result.revision = str(rev)
-        loaded = manifests.load(
-            rev.dir,
-            self.options.path,
-            default_namespace=self.options.default_namespace,
-            allowed_namespaces=self.options.allowed_namespaces,
-        )
+        try:
+            loaded = manifests.load(
+                rev.dir,
+                self.options.path,
+                default_namespace=self.options.default_namespace,
+                allowed_namespaces=self.options.allowed_namespaces,
+            )
+        except ConfigError as e:  # --path missing or outside the repository
+            result.errors.append(str(e))
+            result.prune_skipped = "the manifests could not be read; nothing is pruned"
+            self._record(result, start)
+            return result
         for err in loaded.errors:
             result.errors.append(str(err))
             log.error("invalid manifest: %s", err)
@@ -185,6 +194,7 @@ class Syncer:
                 result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
                 continue
             self.controller.git.pop(key, None)
+            self.controller.sync_info.pop(key, None)
             result.objects.append(ObjectResult(who, "pruned"))
             log.info("pruned", extra={"key": key})
 
@@ -192,16 +202,16 @@ class Syncer:
         result.seconds = time.monotonic() - start
         if self.state is None:
             return
+        changed = any(result.count(a) for a in ("created", "configured", "pruned"))
+        previous = self.state.last.last_change if self.state.last else ""
         self.state.record(
             SyncState(
                 revision=result.revision,
                 result="Succeeded" if result.ok else "Failed",
                 last_error="; ".join(result.errors)[:2000],
-                created=result.count("created"),
-                configured=result.count("configured"),
-                unchanged=result.count("unchanged"),
-                pruned=result.count("pruned"),
+                managed=sum(1 for o in result.objects if o.action != "pruned"),
                 failed=result.count("failed") + len(result.errors),
+                last_change=result.summary() if changed else previous,
                 prune_skipped=result.prune_skipped or "",
             )
         )

@@ -19,6 +19,9 @@ from gitsync.kube import Kube, resource_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# git servers on loopback (git daemon, git http-backend) for the source and sync tests
+pytest_plugins = ["tests.gitserver"]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

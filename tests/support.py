@@ -72,3 +72,9 @@ def app_yaml(
     ]
     lines += [f"  {k}: {v}" for k, v in extra.items()]
     return "\n".join(lines) + "\n"
+
+
+def resource_version(kube: Kube, kind: str, ns: str, name: str) -> str:
+    obj = get(kube, kind, ns, name)
+    assert obj is not None, f"{kind}/{ns}/{name} does not exist"
+    return str(obj["metadata"]["resourceVersion"])

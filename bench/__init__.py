@@ -1,0 +1,1 @@
+"""Benchmarks of gitsync against the local control plane (``make bench``)."""

@@ -1,0 +1,124 @@
+"""The daemon: polling, the push webhook, probes and metrics, over real HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.daemon import Daemon, DaemonOptions
+from gitsync.kube import Kube
+from tests.gitserver import Upstream, free_port
+from tests.integration.test_sync import syncer
+from tests.support import app_yaml, get, wait_until
+
+SECRET = b"hook-secret-for-tests"
+
+
+class Running:
+    def __init__(self, daemon: Daemon, port: int) -> None:
+        self.daemon = daemon
+        self.base = f"http://127.0.0.1:{port}"
+
+    def http(self, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, str]:
+        req = urllib.request.Request(self.base + path, data=body or None, method=method)
+        for k, v in headers.items():
+            req.add_header(k.replace("_", "-"), v)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return int(e.code), e.read().decode()
+
+
+def start_daemon(
+    kube: Kube, namespace: str, upstream: Upstream, cache: Path, interval: float
+) -> Iterator[Running]:
+    controller = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    s = syncer(controller, upstream.file_url, cache, namespace)
+    port = free_port()
+    options = DaemonOptions(
+        listen=f"127.0.0.1:{port}",
+        interval=interval,
+        jitter=0,
+        leader_elect=True,
+        lease_namespace=namespace,
+        webhook_secret=SECRET,
+    )
+    daemon = Daemon(controller, s, options)
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    running = Running(daemon, port)
+    wait_until(lambda: running.http("GET", "/readyz")[0] == 200, timeout=60, what="readiness")
+    yield running
+    daemon.stop()
+    thread.join(30)
+    assert not thread.is_alive(), "the daemon did not shut down"
+
+
+@pytest.fixture
+def webhook_daemon(
+    kube: Kube, crd: str, namespace: str, upstream: Upstream, cache_dir: Path
+) -> Iterator[Running]:
+    upstream.commit({"apps/first.yaml": app_yaml(namespace, "first")})
+    # a long interval: only the webhook can bring a new commit in quickly
+    yield from start_daemon(kube, namespace, upstream, cache_dir, interval=3600)
+
+
+def sign(body: bytes) -> str:
+    return "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+
+
+def test_webhook_with_valid_signature_syncs_now(
+    kube: Kube, namespace: str, upstream: Upstream, webhook_daemon: Running
+) -> None:
+    assert get(kube, "MyApp", namespace, "first") is not None
+    upstream.commit({"apps/hooked.yaml": app_yaml(namespace, "hooked")})
+    body = b'{"ref": "refs/heads/main"}'
+    start = time.monotonic()
+    code, _ = webhook_daemon.http("POST", "/hooks/git", body, X_Hub_Signature_256=sign(body))
+    assert code == 202
+    wait_until(lambda: get(kube, "MyApp", namespace, "hooked"), timeout=30, what="hooked")
+    print(f"webhook to applied: {time.monotonic() - start:.2f}s")
+    _, metrics = webhook_daemon.http("GET", "/metrics")
+    assert 'gitsync_webhook_requests_total{result="accepted"} 1' in metrics
+    assert 'gitsync_sync_total{result="success"}' in metrics
+    assert "gitsync_leader 1" in metrics
+
+
+def test_webhook_with_bad_signature_is_refused_and_runs_nothing(
+    kube: Kube, namespace: str, upstream: Upstream, webhook_daemon: Running
+) -> None:
+    upstream.commit({"apps/sneaky.yaml": app_yaml(namespace, "sneaky")})
+    body = b'{"ref": "refs/heads/main"}'
+    bad = "sha256=" + hmac.new(b"wrong", body, hashlib.sha256).hexdigest()
+    assert webhook_daemon.http("POST", "/hooks/git", body, X_Hub_Signature_256=bad)[0] == 401
+    assert webhook_daemon.http("POST", "/hooks/git", body)[0] == 401
+    assert webhook_daemon.http("POST", "/hooks/git", body, X_Gitlab_Token="nope")[0] == 401
+    time.sleep(3)
+    assert get(kube, "MyApp", namespace, "sneaky") is None
+    _, metrics = webhook_daemon.http("GET", "/metrics")
+    assert 'gitsync_webhook_requests_total{result="unauthorized"} 3' in metrics
+    ok = webhook_daemon.http("POST", "/hooks/git", body, X_Gitlab_Token=SECRET.decode())
+    assert ok[0] == 202
+    wait_until(lambda: get(kube, "MyApp", namespace, "sneaky"), timeout=30, what="sneaky")
+
+
+def test_polling_applies_a_push_within_an_interval(
+    kube: Kube, crd: str, namespace: str, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({"apps/one.yaml": app_yaml(namespace, "one")})
+    for running in start_daemon(kube, namespace, upstream, cache_dir, interval=2):
+        assert running.http("GET", "/healthz")[0] == 200
+        upstream.commit({"apps/two.yaml": app_yaml(namespace, "two")})
+        start = time.monotonic()
+        wait_until(lambda: get(kube, "MyApp", namespace, "two"), timeout=30, what="the poll")
+        print(f"push to applied by polling: {time.monotonic() - start:.2f}s")

@@ -1,0 +1,302 @@
+"""The Git sync loop against the real API server and a real git server."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.kube import Kube, resource_path
+from gitsync.source import Credentials, GitSource, open_source
+from gitsync.state import StateWriter
+from gitsync.sync import Syncer, SyncOptions, SyncResult
+from tests.gitserver import HttpGit, Upstream
+from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
+
+
+@pytest.fixture
+def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
+    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    c.start()
+    assert c.wait_synced(30)
+    yield c
+    c.stop()
+
+
+def syncer(
+    controller: Controller,
+    url: str,
+    cache: Path,
+    namespace: str,
+    **options: Any,
+) -> Syncer:
+    creds = options.pop("credentials", Credentials())
+    source = open_source(url, "main", cache, credentials=creds, timeout=10, allow_insecure=True)
+    state = StateWriter(controller.kube, namespace, events=controller.events)
+    opts = SyncOptions(repo=url, path="apps", allowed_namespaces=frozenset({namespace}), **options)
+    return Syncer(controller, source, opts, state)
+
+
+def actions(result: SyncResult) -> dict[str, str]:
+    return {o.subject.split("/")[-1]: o.action for o in result.objects}
+
+
+def exists(kube: Kube, kind: str, ns: str, name: str) -> bool:
+    return get(kube, kind, ns, name) is not None
+
+
+def test_sync_applies_skips_unchanged_and_prunes(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    sha = upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b", "c")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    first = s.run()
+    assert first.ok, first.errors
+    assert actions(first) == {"a": "created", "b": "created", "c": "created"}
+    assert first.revision == f"main@sha1:{sha}"
+    app = wait_until(lambda: get(kube, "MyApp", namespace, "a"), what="MyApp a")
+    assert app["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gitsync"
+    assert app["status"]["source"]["revision"] == f"main@sha1:{sha}"
+    assert app["status"]["source"]["path"] == "apps/a.yaml"
+    assert all(exists(kube, "Deployment", namespace, n) for n in "abc")
+
+    for n in "abc":
+        wait_until(lambda n=n: available(kube, namespace, n, 1), timeout=60, what=n)  # type: ignore[misc]
+    assert controller.wait_idle(30)
+    rvs = {n: resource_version(kube, "MyApp", namespace, n) for n in "abc"}
+    writes = kube.requests["APPLY"]
+    second = s.run()
+    assert actions(second) == {"a": "unchanged", "b": "unchanged", "c": "unchanged"}
+    assert kube.requests["APPLY"] == writes
+    assert {n: resource_version(kube, "MyApp", namespace, n) for n in "abc"} == rvs
+
+    upstream.commit(
+        {"apps/a.yaml": app_yaml(namespace, "a", image="nginx:1.28"), "apps/c.yaml": None}
+    )
+    third = s.run()
+    assert actions(third) == {"a": "configured", "b": "unchanged", "c": "pruned"}
+    assert get(kube, "MyApp", namespace, "a")["spec"]["image"] == "nginx:1.28"  # type: ignore[index]
+    assert not exists(kube, "MyApp", namespace, "c")
+    wait_until(
+        lambda: not exists(kube, "Deployment", namespace, "c"),
+        timeout=60,
+        what="the garbage collector to remove the pruned MyApp's Deployment",
+    )
+
+
+def test_broken_file_applies_the_good_ones_and_skips_prune(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("keep", "old")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    upstream.commit(
+        {
+            "apps/old.yaml": None,
+            "apps/new.yaml": app_yaml(namespace, "new"),
+            "apps/broken.yaml": app_yaml(namespace, "broken") + "  port: [oops\n",
+        }
+    )
+    result = s.run()
+    assert not result.ok
+    assert actions(result) == {"keep": "unchanged", "new": "created"}
+    assert any("apps/broken.yaml" in e and ":" in e for e in result.errors), result.errors
+    assert result.prune_skipped is not None
+    assert exists(kube, "MyApp", namespace, "old"), "nothing may be pruned while a file is broken"
+    state = StateWriter(kube, namespace).read()
+    assert state["result"] == "Failed"
+    assert "apps/broken.yaml" in state["lastError"]
+
+
+def test_empty_desired_set_and_max_fraction_guard_prune(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    names = ("p1", "p2", "p3", "p4")
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    # three of four would go: more than half
+    upstream.commit({f"apps/{n}.yaml": None for n in names[1:]})
+    result = s.run()
+    assert result.prune_skipped is not None and "3 of 4" in result.prune_skipped
+    assert all(exists(kube, "MyApp", namespace, n) for n in names)
+    # nothing at all: refused without --allow-empty
+    upstream.commit({"apps/p1.yaml": None, "apps/README.md": "empty on purpose\n"})
+    result = s.run()
+    assert result.prune_skipped is not None
+    assert all(exists(kube, "MyApp", namespace, n) for n in names)
+    allowing = syncer(
+        controller,
+        upstream.file_url,
+        cache_dir,
+        namespace,
+        allow_empty=True,
+        prune_max_fraction=1.0,
+    )
+    result = allowing.run()
+    assert sorted(o.action for o in result.objects) == ["pruned"] * 4
+    assert not any(exists(kube, "MyApp", namespace, n) for n in names)
+
+
+def test_myapp_without_tracking_labels_is_never_pruned(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    kube.create(path_of("MyApp", namespace), myapp(namespace, "by-hand"))
+    upstream.commit({"apps/git.yaml": app_yaml(namespace, "git")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace, prune_max_fraction=1.0)
+    assert s.run().ok
+    upstream.commit({"apps/git.yaml": None, "apps/other.yaml": app_yaml(namespace, "other")})
+    result = s.run()
+    assert actions(result) == {"other": "created", "git": "pruned"}
+    assert exists(kube, "MyApp", namespace, "by-hand")
+
+
+def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+    git_daemon: str,
+) -> None:
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y")})
+    s = syncer(controller, git_daemon, cache_dir, namespace)
+    assert s.run().ok
+    upstream.commit({"apps/y.yaml": None})
+    # the remote goes away: point the same source at a closed port
+    assert isinstance(s.source, GitSource)
+    closed = git_daemon.rsplit(":", 1)[0] + ":1/" + git_daemon.rsplit("/", 1)[1]
+    s.source = open_source(closed, "main", cache_dir, timeout=5, allow_insecure=True)
+    result = s.run()
+    assert not result.ok and result.errors
+    assert exists(kube, "MyApp", namespace, "y")
+    state = StateWriter(kube, namespace).read()
+    assert state["result"] == "Failed" and state["lastError"]
+    events = kube.list(resource_path("v1", "events", namespace))["items"]
+    assert any(e["reason"] == "SyncFailed" for e in events)
+    # the remote is back
+    s.source = open_source(git_daemon, "main", cache_dir, timeout=10, allow_insecure=True)
+    result = s.run()
+    assert result.ok and actions(result) == {"x": "unchanged", "y": "pruned"}
+    assert StateWriter(kube, namespace).read()["result"] == "Succeeded"
+
+
+def test_string_port_and_replicas_from_git_do_not_drift(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({"apps/s.yaml": app_yaml(namespace, "s", replicas="2", port='"80"')})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert actions(s.run()) == {"s": "created"}
+    assert get(kube, "MyApp", namespace, "s")["spec"]["port"] == 80  # type: ignore[index]
+    wait_until(lambda: available(kube, namespace, "s", 2), timeout=60, what="Available")
+    assert controller.wait_idle(30)
+    writes = kube.requests["APPLY"]
+    assert actions(s.run()) == {"s": "unchanged"}
+    assert kube.requests["APPLY"] == writes
+    app = get(kube, "MyApp", namespace, "s")
+    assert (app or {}).get("status", {}).get("drift") in (None, [])
+
+
+def test_myapp_edited_by_hand_is_drift_from_git(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+    kubectl_bin: str,
+    kubeconfig: str,
+) -> None:
+    upstream.commit(
+        {
+            "apps/fix.yaml": app_yaml(namespace, "fix", replicas=2),
+            "apps/keep.yaml": app_yaml(namespace, "keep", replicas=2, driftPolicy="report"),
+        }
+    )
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    for name in ("fix", "keep"):
+        subprocess.run(
+            [
+                kubectl_bin,
+                "--kubeconfig",
+                kubeconfig,
+                "-n",
+                namespace,
+                "patch",
+                "myapp",
+                name,
+                "--type=merge",
+                "-p",
+                '{"spec":{"replicas":7}}',
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    wait_until(
+        lambda: get(kube, "MyApp", namespace, "fix")["spec"]["replicas"] == 2,  # type: ignore[index]
+        what="the MyApp to be corrected back to Git",
+    )
+
+    def reported() -> list[Any]:
+        return list(
+            (get(kube, "MyApp", namespace, "keep") or {}).get("status", {}).get("drift") or []
+        )
+
+    drift = wait_until(reported, what="MyApp drift in status")
+    mine = [d for d in drift if d["object"] == "MyApp/keep"]
+    assert [(d["path"], d["desired"], d["live"], d["manager"]) for d in mine] == [
+        ("spec.replicas", 2, 7, "kubectl-patch")
+    ]
+    assert get(kube, "MyApp", namespace, "keep")["spec"]["replicas"] == 7  # type: ignore[index]
+
+
+def test_credentials_never_leak(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    http_git: HttpGit,
+    cache_dir: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    upstream.commit({"apps/sec.yaml": app_yaml(namespace, "sec")})
+    token_file = tmp_path / "token"
+    token_file.write_text(http_git.token)
+    caplog.set_level(logging.DEBUG)
+    s = syncer(
+        controller,
+        http_git.url,
+        cache_dir / "ok",
+        namespace,
+        credentials=Credentials(token_file=token_file),
+    )
+    assert s.run().ok
+    wrong = tmp_path / "wrong"
+    wrong.write_text("tok-wrong-" + http_git.token[::-1])
+    bad = syncer(
+        controller,
+        http_git.url,
+        cache_dir / "bad",
+        namespace,
+        credentials=Credentials(token_file=wrong),
+    )
+    result = bad.run()
+    assert not result.ok
+    secrets = (http_git.token, wrong.read_text())
+    texts = [caplog.text, *result.errors, repr(result)]
+    texts.append(str(StateWriter(kube, namespace).read()))
+    texts.append(str(kube.list(resource_path("v1", "events", namespace))))
+    texts.append(str(get(kube, "MyApp", namespace, "sec")))
+    for config in cache_dir.rglob("config"):
+        texts.append(config.read_text())
+    for text in texts:
+        for secret in secrets:
+            assert secret not in text
