@@ -48,6 +48,7 @@ class Proc:
     name: str
     pid: int
     log: Path
+    argv: list[str]
 
 
 def free_port() -> int:
@@ -271,7 +272,7 @@ def start(name: str, argv: list[str], procs: list[Proc]) -> Proc:
             start_new_session=True,
             cwd=STATE,
         )
-    proc = Proc(name, p.pid, log)
+    proc = Proc(name, p.pid, log, argv)
     procs.append(proc)
     return proc
 
@@ -382,7 +383,9 @@ def up() -> None:
 
 
 def _record(procs: list[Proc], state: dict[str, Any]) -> None:
-    state["procs"] = [{"name": p.name, "pid": p.pid, "log": str(p.log)} for p in procs]
+    state["procs"] = [
+        {"name": p.name, "pid": p.pid, "log": str(p.log), "argv": p.argv} for p in procs
+    ]
     _save_state(state)
 
 
@@ -557,6 +560,28 @@ def _link_bins(bins: Path) -> None:
         else:
             shutil.rmtree(link)
     link.symlink_to(bins, target_is_directory=True)
+
+
+def restart(name: str, downtime: float = 0.0) -> None:
+    """Stop one component and start it again with the same flags (for outage tests)."""
+    state = _load_state()
+    entry = next((p for p in state.get("procs", []) if p["name"] == name), None)
+    if entry is None or "argv" not in entry:
+        raise ClusterError(f"{name} is not running under this launcher")
+    stop_all({"procs": [entry]})
+    time.sleep(downtime)
+    procs: list[Proc] = []
+    proc = start(name, entry["argv"], procs)
+    entry["pid"] = proc.pid
+    _save_state(state)
+    if name == "kube-apiserver":
+        server, pki = state["server"], STATE / "pki"
+        wait_for(
+            "kube-apiserver /readyz",
+            proc,
+            lambda: api(server, pki, "GET", "/readyz", timeout=3)[0] == 200,
+            120,
+        )
 
 
 def down() -> None:
