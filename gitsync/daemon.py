@@ -57,6 +57,9 @@ class Daemon:
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
+        # a push that arrives while a sync runs must not be lost (APScheduler skips
+        # a run while one is in progress): the running sync goes round once more
+        self._again = threading.Event()
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
@@ -108,11 +111,14 @@ class Daemon:
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self.syncer is not None:
+            self.syncer.cancel.set()
 
     def trigger(self) -> None:
         """Run the sync job now (webhook, SIGHUP)."""
         if self.syncer is None:
             return
+        self._again.set()
         try:
             self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
         except LookupError:
@@ -147,6 +153,12 @@ class Daemon:
     # --- the sync job ------------------------------------------------------------
 
     def sync_once(self) -> None:
+        self._again.set()
+        while self._again.is_set() and not self.stop_event.is_set():
+            self._again.clear()
+            self._sync_pass()
+
+    def _sync_pass(self) -> None:
         if self.syncer is None or not self.is_leader():
             return
         if not self.controller.wait_synced(60):

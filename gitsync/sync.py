@@ -9,7 +9,9 @@ action in the ``SyncResult``, which the CLI prints and the daemon exports.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +57,8 @@ class SyncOptions:
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
+    #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
+    concurrency: int = 8
 
 
 @dataclass
@@ -106,6 +110,9 @@ class Syncer:
         self.source = source
         self.options = options
         self.state = state
+        self._loaded: tuple[str, manifests.LoadResult] | None = None
+        #: set on shutdown: the pass stops after the objects in flight
+        self.cancel = threading.Event()
         self.source_label = prune.source_label_value(options.instance or options.repo, options.path)
 
     def run(self) -> SyncResult:
@@ -122,12 +129,7 @@ class Syncer:
         result.fetch_seconds = time.monotonic() - start
         result.revision = str(rev)
         try:
-            loaded = manifests.load(
-                rev.dir,
-                self.options.path,
-                default_namespace=self.options.default_namespace,
-                allowed_namespaces=self.options.allowed_namespaces,
-            )
+            loaded = self._load(rev)
         except ConfigError as e:  # --path missing or outside the repository
             result.errors.append(str(e))
             result.prune_skipped = "the manifests could not be read; nothing is pruned"
@@ -138,15 +140,38 @@ class Syncer:
             log.error("invalid manifest: %s", err)
         info = SyncInfo(revision=str(rev), path="", time=now())
         desired = {app.key: app for app in loaded.apps}
-        for key, app in desired.items():
-            result.objects.append(self._apply(key, app, rev, info))
+        with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
+            done = pool.map(lambda app: self._apply(app.key, app, rev, info), desired.values())
+            result.objects.extend(o for o in done if o is not None)
+        if self.cancel.is_set():
+            # stopped half way: what was not looked at is not known to be gone
+            result.errors.append("the sync was interrupted by shutdown")
+            result.prune_skipped = "the sync was interrupted; nothing is pruned"
+            self._record(result, start)
+            return result
         self._prune(result, set(desired), loaded.ok)
         self._record(result, start)
         return result
 
+    def _load(self, rev: Revision) -> manifests.LoadResult:
+        # a commit's files never change: when the ref has not moved, the manifests
+        # are not read again (a local directory has no sha and is always read)
+        if rev.sha and self._loaded is not None and self._loaded[0] == rev.sha:
+            return self._loaded[1]
+        loaded = manifests.load(
+            rev.dir,
+            self.options.path,
+            default_namespace=self.options.default_namespace,
+            allowed_namespaces=self.options.allowed_namespaces,
+        )
+        self._loaded = (rev.sha, loaded)
+        return loaded
+
     def _apply(
         self, key: str, app: manifests.DesiredApp, rev: Revision, info: SyncInfo
-    ) -> ObjectResult:
+    ) -> ObjectResult | None:
+        if self.cancel.is_set():
+            return None  # shutting down: finish the objects in flight, start no more
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
         body = myapp_body(app, self.source_label)

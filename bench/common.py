@@ -1,0 +1,135 @@
+"""Shared pieces of the benchmark: the cluster, API server metrics, generated repos."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from gitsync.kube import Kube, resource_path
+from testenv import cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL = str(cluster.STATE / "bin" / "kubectl")
+GITSYNC = str(Path(sys.executable).parent / "gitsync")
+WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def server_requests(
+    kube: Kube, resources: tuple[str, ...] = ("myapps", "deployments")
+) -> Counter[str]:
+    """kube-apiserver's own count of requests, by ``verb`` (and ``verb/subresource``)."""
+    ctx = ssl.create_default_context(cafile=kube.config.ssl_ca_cert)
+    ctx.load_cert_chain(str(kube.config.cert_file), str(kube.config.key_file))
+    with urllib.request.urlopen(kube.host + "/metrics", context=ctx, timeout=30) as resp:
+        text = resp.read().decode()
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        if labels.get("resource") not in resources:
+            continue
+        verb = labels.get("verb", "")
+        if labels.get("dry_run"):
+            verb += "(dry-run)"
+        if labels.get("subresource"):
+            verb += "/" + labels["subresource"]
+        out[verb] += int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def delta(after: Counter[str], before: Counter[str]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in sorted(after) if after[k] - before[k]}
+
+
+def writes(counts: dict[str, int]) -> int:
+    return sum(n for verb, n in counts.items() if verb.split("/")[0] in WRITES)
+
+
+def app_yaml(ns: str, name: str, image: str = "nginx:1.27", **extra: object) -> str:
+    body = [
+        "apiVersion: apps.example.com/v1",
+        "kind: MyApp",
+        "metadata:",
+        f"  name: {name}",
+        f"  namespace: {ns}",
+        "spec:",
+        f"  image: {image}",
+        "  replicas: 1",
+        "  port: 8080",
+        "  env:",
+        "    - name: MODE",
+        "      value: bench",
+        "  resources:",
+        "    requests: {cpu: 100m, memory: 64Mi}",
+        "    limits: {cpu: 500m, memory: 128Mi}",
+    ]
+    body += [f"  {k}: {v}" for k, v in extra.items()]
+    return "\n".join(body) + "\n"
+
+
+def write_repo(root: Path, ns: str, n: int) -> Path:
+    apps = root / "apps"
+    apps.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (apps / f"app-{i:04d}.yaml").write_text(app_yaml(ns, f"app-{i:04d}"))
+    return root
+
+
+def namespace(kube: Kube, name: str) -> str:
+    sh(KUBECTL, "delete", "namespace", name, "--ignore-not-found", "--wait=true", timeout=600)
+    kube.create(
+        resource_path("v1", "namespaces"),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    return name
+
+
+def sh(*argv: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG)}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(argv[:3])} failed: {proc.stderr.strip()[-500:]}")
+    return proc
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def wait(what: str, check: Callable[[], bool], timeout: float = 600, every: float = 0.2) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if check():
+            return time.perf_counter() - start
+        time.sleep(every)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    qs = statistics.quantiles(values, n=100, method="inclusive")
+    return {"p50": round(qs[49], 3), "p99": round(qs[98], 3), "max": round(max(values), 3)}
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0

@@ -1,0 +1,377 @@
+"""``make bench``: gitsync's figures (design §12), measured side by side in one run.
+
+    python -m bench.run            # N=1000 MyApps; GITSYNC_BENCH_N to change it
+
+Prints a table and writes bench/results/latest.json. Absolute times on a small
+shared machine are noisy; the ratios measured in one run are what to compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import (
+    GITSYNC,
+    KUBECTL,
+    ROOT,
+    app_yaml,
+    cpu_seconds,
+    delta,
+    namespace,
+    percentiles,
+    rss_mib,
+    server_requests,
+    sh,
+    wait,
+    write_repo,
+    writes,
+)
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.kube import Kube
+from gitsync.render import render
+from gitsync.source import GitSource, open_source
+from gitsync.sync import Syncer, SyncOptions
+from testenv import cluster
+
+N = int(os.environ.get("GITSYNC_BENCH_N", "1000"))
+EDITS = int(os.environ.get("GITSYNC_BENCH_EDITS", "100"))
+Results = dict[str, Any]
+
+
+def available_count(kube: Kube, ns: str) -> int:
+    items = kube.list(path_of("MyApp", ns)).get("items", [])
+    return sum(1 for a in items if (a.get("status") or {}).get("phase") == "Available")
+
+
+def bench_operator(kube: Kube, out: Results) -> None:
+    """1000 MyApps created at once: time to every Deployment and every Available."""
+    ns = namespace(kube, "bench-operator")
+    c = Controller(kube, ControllerConfig(namespace=ns, workers=8))
+    c.start()
+    c.wait_synced(60)
+    before = server_requests(kube)
+    start = time.perf_counter()
+    for i in range(N):
+        body = yaml.safe_load(app_yaml(ns, f"app-{i:04d}"))
+        kube.create(path_of("MyApp", ns), body)
+    created = time.perf_counter() - start
+    wait("every Deployment", lambda: len(c.deployments.items()) >= N)
+    deployed = time.perf_counter() - start
+    wait("every MyApp Available", lambda: available_count(kube, ns) >= N, every=1.0)
+    ready = time.perf_counter() - start
+    c.wait_idle(120)
+    counts = delta(server_requests(kube), before)
+    idle_before = server_requests(kube)
+    for obj in c.myapps.items():
+        c.reconcile(f"{ns}/{obj['metadata']['name']}")
+    idle = delta(server_requests(kube), idle_before)
+    c.stop()
+    out["operator"] = {
+        "myapps": N,
+        "create_requests_s": round(created, 2),
+        "all_deployments_s": round(deployed, 2),
+        "all_available_s": round(ready, 2),
+        "server_requests": counts,
+        # ours are all server-side apply: APPLY (Deployments) and APPLY/status (MyApps);
+        # POST is the benchmark creating MyApps, PUT/status the controller-manager
+        "gitsync_writes_per_myapp": round(
+            (counts.get("APPLY", 0) + counts.get("APPLY/status", 0)) / N, 2
+        ),
+        "resync_server_requests": idle,
+    }
+
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+
+
+def git_repo(tmp: Path, name: str, ns: str) -> tuple[Path, Path]:
+    """A bare repository of N MyApps and the work tree that pushes to it."""
+    bare, work = tmp / f"{name}.git", tmp / f"{name}-work"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    write_repo(work, ns, N)
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["commit", "-qm", "apps"],
+        ["push", "-q", str(bare), "main"],
+    ):
+        subprocess.run([*GIT, "-C", str(work), *args], check=True)
+    return bare, work
+
+
+def bench_sync(kube: Kube, tmp: Path, out: Results) -> tuple[Controller, Path, str]:
+    ns = namespace(kube, "bench-sync")
+    bare, work = git_repo(tmp, "sync", ns)
+    url = f"file://{bare}"
+    c = Controller(kube, ControllerConfig(namespace=ns, workers=4))
+    c.start()
+    c.wait_synced(60)
+    s = Syncer(c, open_source(url, "main", tmp / "cache"), SyncOptions(repo=url, path="apps"))
+    before = server_requests(kube)
+    start = time.perf_counter()
+    cold = s.run()
+    cold_s = time.perf_counter() - start
+    cold_counts = delta(server_requests(kube), before)
+    wait("every MyApp Available", lambda: available_count(kube, ns) >= N, every=1.0)
+    c.wait_idle(120)
+    before, ours = server_requests(kube), dict(kube.requests)
+    cpu0, start = cpu_seconds(), time.perf_counter()
+    warm = s.run()
+    warm_s, warm_cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+    ours_delta = {k: v - ours.get(k, 0) for k, v in kube.requests.items() if v - ours.get(k, 0)}
+    out["sync"] = {
+        "cold_s": round(cold_s, 2),
+        "cold_summary": cold.summary(),
+        "cold_server_requests": cold_counts,
+        "warm_s": round(warm_s, 3),
+        "warm_cpu_s": round(warm_cpu, 3),
+        "warm_summary": warm.summary(),
+        "warm_server_requests": delta(server_requests(kube), before),
+        "warm_gitsync_requests": ours_delta,
+    }
+    return c, work, url
+
+
+def bench_kubectl_apply(kube: Kube, tmp: Path, out: Results) -> None:
+    """The same 2N objects through ``kubectl apply --server-side``."""
+    ns = namespace(kube, "bench-kubectl")
+    docs = []
+    for i in range(N):
+        app = yaml.safe_load(app_yaml(ns, f"app-{i:04d}"))
+        dep = render({**app, "metadata": {**app["metadata"], "uid": "0" * 8}})
+        dep["metadata"].pop("ownerReferences")
+        docs += [app, dep]
+    manifest = tmp / "kubectl.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    start = time.perf_counter()
+    sh(KUBECTL, "apply", "--server-side", "--field-manager=kubectl-bench", "-f", str(manifest))
+    out["kubectl_apply_server_side_s"] = round(time.perf_counter() - start, 2)
+
+
+def live_manifest(c: Controller, tmp: Path) -> Path:
+    """What gitsync applies for the synced MyApps (MyApp bodies and their rendered
+    Deployments), for ``kubectl diff --server-side`` of the very same objects."""
+    docs: list[Any] = []
+    for key, body in sorted(c.git.items()):
+        live = c.myapps.get(key)
+        docs += [body, render(live or body)]
+    path = tmp / "synced.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def bench_diff(kube: Kube, work: Path, url: str, manifest: Path, out: Results) -> None:
+    before = server_requests(kube)
+    start = time.perf_counter()
+    proc = sh(GITSYNC, "diff", "--repo", str(work), "--instance-repo", url, "--path", "apps")
+    ours = time.perf_counter() - start
+    gitsync_writes = writes(delta(server_requests(kube), before))
+    start = time.perf_counter()
+    kubectl = sh(KUBECTL, "diff", "--server-side", "--field-manager=gitsync", "-f", str(manifest))
+    theirs = time.perf_counter() - start
+    out["diff"] = {
+        "gitsync_diff_s": round(ours, 2),
+        "gitsync_diff_exit": proc.returncode,
+        "gitsync_diff_summary": proc.stdout.strip().splitlines()[-1],
+        "gitsync_diff_server_writes": gitsync_writes,
+        "kubectl_diff_server_side_s": round(theirs, 2),
+        "kubectl_diff_exit": kubectl.returncode,
+        "speedup": round(theirs / ours, 1),
+    }
+
+
+def _scale(ns: str, name: str, replicas: int) -> float:
+    sh(KUBECTL, "-n", ns, "scale", f"deployment/{name}", f"--replicas={replicas}")
+    return time.perf_counter()
+
+
+def bench_drift(kube: Kube, c: Controller, out: Results) -> None:
+    """kubectl scale, then: in status (policy report) / corrected (policy correct)."""
+    ns = c.config.namespace or ""
+    report = [f"app-{i:04d}" for i in range(10)]
+    for name in report:
+        kube.request(
+            "PATCH",
+            path_of("MyApp", ns, name),
+            body={"spec": {"driftPolicy": "report"}},
+            content_type="application/merge-patch+json",
+        )
+    c.wait_idle(60)
+    detect, correct = [], []
+    for i in range(EDITS):
+        name, value = report[i % len(report)], 2 + i % 5
+        t0 = _scale(ns, name, value)
+
+        def seen(name: str = name, value: int = value) -> bool:
+            app = c.myapps.get(f"{ns}/{name}") or {}
+            return any(d.get("live") == value for d in (app.get("status") or {}).get("drift") or [])
+
+        wait("drift in status", seen, timeout=30, every=0.01)
+        detect.append(time.perf_counter() - t0)
+    for i in range(EDITS):
+        name = f"app-{10 + i % 50:04d}"
+        t0 = _scale(ns, name, 4)
+
+        def back(name: str = name) -> bool:
+            dep = c.deployments.get(f"{ns}/{name}") or {}
+            return bool(dep.get("spec", {}).get("replicas") == 1)
+
+        wait("correction", back, timeout=30, every=0.01)
+        correct.append(time.perf_counter() - t0)
+    out["drift"] = {
+        "detected_in_status_s": percentiles(detect),
+        "corrected_s": percentiles(correct),
+        "edits": EDITS,
+    }
+
+
+def bench_daemon(kube: Kube, tmp: Path, out: Results) -> None:
+    """RSS at N MyApps, poll cost, webhook and polling latency, with a real git repo."""
+    ns = namespace(kube, "bench-daemon")
+    bare, work = git_repo(tmp, "daemon", ns)
+    git = GIT
+    url = f"file://{bare}"
+    src = open_source(url, "main", tmp / "poll-cache")
+    assert isinstance(src, GitSource)
+    src.fetch()
+    start = time.perf_counter()
+    src.fetch()
+    out["poll_nothing_changed"] = {
+        "s": round(time.perf_counter() - start, 3),
+        "fetches": src.fetches,
+    }
+
+    secret = tmp / "secret"
+    secret.write_text("bench-secret")
+    port = _free_port()
+    env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG), "GITSYNC_LOG_FORMAT": "json"}
+    argv = [
+        GITSYNC,
+        "run",
+        "--repo",
+        url,
+        "--path",
+        "apps",
+        "--interval",
+        "5",
+        "--jitter",
+        "0",
+        "--watch-namespace",
+        ns,
+        "--status-namespace",
+        ns,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--webhook-secret-file",
+        str(secret),
+        "--cache-dir",
+        str(tmp / "daemon-cache"),
+    ]
+    with (tmp / "daemon.log").open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait("the first sync", lambda: available_count(kube, ns) >= N, every=1.0)
+        time.sleep(3)
+        rss = rss_mib(proc.pid)
+        hook, poll = [], []
+        for i in range(10):
+            hook.append(_commit_and_wait(kube, git, work, bare, ns, i, lambda: _webhook(port)))
+        for i in range(10, 13):
+            poll.append(_commit_and_wait(kube, git, work, bare, ns, i, lambda: None))
+        out["daemon"] = {
+            "rss_mib_at_n": round(rss, 1),
+            "webhook_push_to_applied_s": percentiles(hook),
+            "polling_push_to_applied_s_interval_5": [round(p, 2) for p in poll],
+        }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+def _commit_and_wait(
+    kube: Kube, git: list[str], work: Path, bare: Path, ns: str, i: int, trigger: Any
+) -> float:
+    f = work / "apps" / "app-0000.yaml"
+    f.write_text(app_yaml(ns, "app-0000", image=f"nginx:1.{i}"))
+    for args in (["commit", "-qam", f"bump {i}"], ["push", "-q", str(bare), "main"]):
+        subprocess.run([*git, "-C", str(work), *args], check=True)
+    start = time.perf_counter()
+    trigger()
+
+    def applied() -> bool:
+        dep = kube.get(path_of("Deployment", ns, "app-0000"))
+        return bool(dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"nginx:1.{i}")
+
+    wait("the push to be applied", applied, timeout=60, every=0.05)
+    return time.perf_counter() - start
+
+
+def _webhook(port: int) -> None:
+    body = b'{"ref":"refs/heads/main"}'
+    sig = "sha256=" + hmac.new(b"bench-secret", body, hashlib.sha256).hexdigest()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST")
+    req.add_header("X-Hub-Signature-256", sig)
+    urllib.request.urlopen(req, timeout=10).close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> int:
+    cluster.up()
+    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
+    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
+    out: Results = {"n": N}
+    try:
+        bench_operator(kube, out)
+        print(json.dumps(out["operator"], indent=2), flush=True)
+        c, work, url = bench_sync(kube, tmp, out)
+        bench_diff(kube, work, url, live_manifest(c, tmp), out)
+        bench_drift(kube, c, out)
+        c.stop()
+        bench_kubectl_apply(kube, tmp, out)
+        out["cold_sync_vs_kubectl_apply"] = round(
+            out["sync"]["cold_s"] / out["kubectl_apply_server_side_s"], 2
+        )
+        bench_daemon(kube, tmp, out)
+    finally:
+        for ns in ("bench-operator", "bench-sync", "bench-kubectl", "bench-daemon"):
+            sh(
+                KUBECTL,
+                "delete",
+                "namespace",
+                ns,
+                "--ignore-not-found",
+                "--wait=false",
+                check=False,
+            )
+        shutil.rmtree(tmp, ignore_errors=True)
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "latest.json").write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
