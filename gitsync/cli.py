@@ -51,11 +51,20 @@ def cluster_options(f: F) -> F:
         [
             _opt("--kubeconfig", env="KUBECONFIG", help="Path to a kubeconfig."),
             _opt("--context", env="CONTEXT", help="The kubeconfig context to use."),
-            _opt("--field-manager", env="FIELD_MANAGER", default="gitsync", show_default=True),
         ]
     ):
         f = deco(f)
     return f
+
+
+def field_manager_option(f: F) -> F:
+    return _opt(
+        "--field-manager",
+        env="FIELD_MANAGER",
+        default="gitsync",
+        show_default=True,
+        help="The server-side apply field manager for every write.",
+    )(f)
 
 
 def source_options(required: bool) -> Callable[[F], F]:
@@ -77,7 +86,13 @@ def source_options(required: bool) -> Callable[[F], F]:
                     show_default=True,
                     help="Branch, tag or commit.",
                 ),
-                _opt("--path", env="PATH_IN_REPO", default=".", show_default=True),
+                _opt(
+                    "--path",
+                    env="PATH_IN_REPO",
+                    default=".",
+                    show_default=True,
+                    help="Directory in the repository holding the MyApp manifests.",
+                ),
                 _opt(
                     "-n",
                     "--namespace",
@@ -104,10 +119,32 @@ def source_options(required: bool) -> Callable[[F], F]:
                     type=click.Path(path_type=Path),
                     help="HTTPS token for Git, read from this file.",
                 ),
-                _opt("--ssh-key-file", env="SSH_KEY_FILE", type=click.Path(path_type=Path)),
-                _opt("--known-hosts-file", env="KNOWN_HOSTS_FILE", type=click.Path(path_type=Path)),
                 _opt(
-                    "--git-timeout", env="GIT_TIMEOUT", type=float, default=60.0, show_default=True
+                    "--git-username",
+                    env="GIT_USERNAME",
+                    default="git",
+                    show_default=True,
+                    help="User name sent with the HTTPS token (e.g. a GitLab deploy token's).",
+                ),
+                _opt(
+                    "--ssh-key-file",
+                    env="SSH_KEY_FILE",
+                    type=click.Path(path_type=Path),
+                    help="SSH private key for ssh:// remotes (needs --known-hosts-file).",
+                ),
+                _opt(
+                    "--known-hosts-file",
+                    env="KNOWN_HOSTS_FILE",
+                    type=click.Path(path_type=Path),
+                    help="known_hosts for SSH; host keys are always checked.",
+                ),
+                _opt(
+                    "--git-timeout",
+                    env="GIT_TIMEOUT",
+                    type=float,
+                    default=60.0,
+                    show_default=True,
+                    help="Seconds allowed for each git call.",
                 ),
                 _opt(
                     "--allow-insecure-git",
@@ -156,7 +193,13 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@_opt("--log-format", env="LOG_FORMAT", type=click.Choice(["auto", "text", "json"]), default="auto")
+@_opt(
+    "--log-format",
+    env="LOG_FORMAT",
+    type=click.Choice(["auto", "text", "json"]),
+    default="auto",
+    help="auto: text on a terminal, JSON otherwise.",
+)
 @_opt(
     "--log-level",
     env="LOG_LEVEL",
@@ -178,6 +221,7 @@ def _source(kw: dict[str, Any]) -> Any:
     cache = kw.get("cache_dir") or Path(tempfile.gettempdir()) / "gitsync-cache"
     creds = Credentials(
         token_file=kw.get("token_file"),
+        username=kw.get("git_username") or "git",
         ssh_key_file=kw.get("ssh_key_file"),
         known_hosts_file=kw.get("known_hosts_file"),
     )
@@ -246,15 +290,27 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
+        concurrency=kw["concurrency"],
     )
-    state = StateWriter(controller.kube, kw["status_namespace"], events=controller.events)
+    state = StateWriter(
+        controller.kube,
+        kw["status_namespace"],
+        events=controller.events,
+        field_manager=kw["field_manager"],
+    )
     return Syncer(controller, _source(kw), opts, state)
 
 
 def sync_options(f: F) -> F:
     for deco in reversed(
         [
-            _opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True),
+            _opt(
+                "--prune/--no-prune",
+                env="PRUNE",
+                default=True,
+                show_default=True,
+                help="Delete MyApps of this source that left Git (guarded).",
+            ),
             _opt(
                 "--allow-empty",
                 env="ALLOW_EMPTY",
@@ -267,6 +323,7 @@ def sync_options(f: F) -> F:
                 type=float,
                 default=0.5,
                 show_default=True,
+                help="Refuse a prune that would delete more than this share.",
             ),
             _opt(
                 "--drift-policy",
@@ -274,6 +331,7 @@ def sync_options(f: F) -> F:
                 type=click.Choice(["correct", "report"]),
                 default="correct",
                 show_default=True,
+                help="Default for MyApps without spec.driftPolicy.",
             ),
             _opt(
                 "--force-managers",
@@ -281,6 +339,14 @@ def sync_options(f: F) -> F:
                 multiple=True,
                 help="Managers gitsync may take fields back from (default: kubectl*, "
                 "before-first-apply).",
+            ),
+            _opt(
+                "--concurrency",
+                env="CONCURRENCY",
+                type=int,
+                default=8,
+                show_default=True,
+                help="MyApps applied in parallel during a sync pass.",
             ),
             _opt(
                 "--status-namespace",
@@ -299,6 +365,7 @@ def sync_options(f: F) -> F:
 @cluster_options
 @source_options(required=True)
 @sync_options
+@field_manager_option
 @output_option
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
@@ -334,12 +401,51 @@ def sync(output: str, **kw: Any) -> None:
 @cluster_options
 @source_options(required=False)
 @sync_options
-@_opt("--listen", env="LISTEN", default="0.0.0.0:8080", show_default=True)
-@_opt("--interval", env="INTERVAL", type=float, default=60.0, show_default=True)
-@_opt("--jitter", env="JITTER", type=float, default=5.0, show_default=True)
-@_opt("--leader-elect/--no-leader-elect", env="LEADER_ELECT", default=True, show_default=True)
-@_opt("--webhook-secret-file", env="WEBHOOK_SECRET_FILE", type=click.Path(path_type=Path))
-@_opt("--workers", env="WORKERS", type=int, default=4, show_default=True)
+@field_manager_option
+@_opt(
+    "--listen",
+    env="LISTEN",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="Address of /healthz, /readyz, /metrics and /hooks/git.",
+)
+@_opt(
+    "--interval",
+    env="INTERVAL",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds between polls of the repository.",
+)
+@_opt(
+    "--jitter",
+    env="JITTER",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Random seconds added to each interval.",
+)
+@_opt(
+    "--leader-elect/--no-leader-elect",
+    env="LEADER_ELECT",
+    default=True,
+    show_default=True,
+    help="Hold a Lease so only one replica writes.",
+)
+@_opt(
+    "--webhook-secret-file",
+    env="WEBHOOK_SECRET_FILE",
+    type=click.Path(path_type=Path),
+    help="File with the push webhook secret (GitHub HMAC or GitLab token).",
+)
+@_opt(
+    "--workers",
+    env="WORKERS",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Reconcile workers of the operator.",
+)
 @_opt("--watch-namespace", env="WATCH_NAMESPACE", default=None, help="Default: all namespaces.")
 @expected_errors(1)
 def run(**kw: Any) -> None:

@@ -151,14 +151,19 @@ class Controller:
 
     # --- reconcile -------------------------------------------------------------
 
-    def reconcile(self, key: str, sync: statuslib.SyncInfo | None = None) -> Outcome | None:
-        """Level-based: reads the caches, writes only what differs."""
+    def reconcile(
+        self, key: str, sync: statuslib.SyncInfo | None = None, *, strict: bool = False
+    ) -> Outcome | None:
+        """Level-based: reads the caches, writes only what differs.
+
+        A permanent failure to apply the Deployment is recorded in status and an
+        Event; with ``strict`` (a sync pass) it is raised too, so the pass fails."""
         with self._locks_lock:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
-            return self._reconcile(key, sync)
+            return self._reconcile(key, sync, strict)
 
-    def _reconcile(self, key: str, sync: statuslib.SyncInfo | None) -> Outcome | None:
+    def _reconcile(self, key: str, sync: statuslib.SyncInfo | None, strict: bool) -> Outcome | None:
         self.reconciles += 1
         if sync is not None:
             self.sync_info[key] = sync
@@ -187,6 +192,7 @@ class Controller:
             if mres.action != "unchanged" and mres.live is not None:
                 myapp = mres.live
         error = ""
+        failure: Exception | None = None
         outcome: Outcome | None = None
         try:
             desired = render(myapp)
@@ -197,12 +203,15 @@ class Controller:
             self.events.emit(myapp, "Warning", "ApplyFailed", error)
             if isinstance(e, APIError) and e.temporary:
                 raise
+            failure = e
         if outcome is not None:
             if outcome.live is not None and outcome.action != "unchanged":
                 self.deployments.observe(outcome.live)
             items += outcome.drift
             self._record_action(myapp, outcome)
         self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
+        if strict and failure is not None:
+            raise failure
         return outcome
 
     def _record_action(self, myapp: Obj, outcome: Outcome) -> None:

@@ -54,6 +54,7 @@ class Daemon:
         self.syncer = syncer
         self.options = options
         self.metrics = metrics or metricslib.standard()
+        self.metrics.set("gitsync_leader", 0)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
@@ -67,6 +68,7 @@ class Daemon:
                 controller.kube, options.lease_namespace, options.lease_name, identity
             )
             controller.is_leader = self.leader.is_leader
+            self.leader.on_sync_request = self.trigger
         self.scheduler = BackgroundScheduler(timezone=dt.UTC)
         self.http = ThreadingHTTPServer(_address(options.listen), _handler_for(self))
         self.http.daemon_threads = True
@@ -78,16 +80,6 @@ class Daemon:
         threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
-        if self.leader is not None:
-            leader = self.leader
-            threading.Thread(
-                target=leader.run,
-                args=(self.stop_event, self._on_leading, self._on_stopped_leading),
-                name="leader",
-                daemon=True,
-            ).start()
-        else:
-            self._on_leading()
         if self.syncer is not None:
             self.scheduler.add_job(
                 self.sync_once,
@@ -101,11 +93,24 @@ class Daemon:
                 next_run_time=dt.datetime.now(dt.UTC),
             )
         self.scheduler.start()
+        if self.leader is not None:
+            leader = self.leader
+            threading.Thread(
+                target=leader.run,
+                args=(self.stop_event, self._on_leading, self._on_stopped_leading),
+                name="leader",
+                daemon=True,
+            ).start()
+        else:
+            self._on_leading()
         self.stop_event.wait()
         log.info("shutting down")
         # wait=True: the sync in progress finishes its current object
         self.scheduler.shutdown(wait=True)
         self.controller.stop()
+        if self.leader is not None:
+            # only now: the last write is done, so a standby cannot write alongside us
+            self.leader.release()
         self.http.shutdown()
         return 0
 
@@ -246,8 +251,16 @@ def _handler_for(daemon: Daemon) -> type[BaseHTTPRequestHandler]:
                 daemon.metrics.inc("gitsync_webhook_requests_total", result="unauthorized")
                 self._reply(401, "unauthorized\n")
                 return
-            daemon.metrics.inc("gitsync_webhook_requests_total", result="accepted")
-            daemon.trigger()
-            self._reply(202, "sync triggered\n")
+            if daemon.is_leader() or daemon.leader is None:
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="accepted")
+                daemon.trigger()
+                self._reply(202, "sync triggered\n")
+            elif daemon.leader.request_sync():
+                # a standby got it (the Service spreads deliveries): pass it on
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="forwarded")
+                self._reply(202, "sync requested from the leader\n")
+            else:
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="failed")
+                self._reply(503, "could not reach the leader\n")
 
     return Handler

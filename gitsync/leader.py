@@ -23,6 +23,10 @@ from gitsync.kube import Kube, resource_path
 
 log = logging.getLogger(__name__)
 
+#: a standby that receives a push webhook asks the leader for a sync through the
+#: Lease both already read every retry period (no extra RBAC, no extra watch)
+SYNC_REQUEST_ANNOTATION = "gitsync.apps.example.com/sync-requested"
+
 
 def _micro_time() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -53,6 +57,9 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self._leading = False
+        self._seen_request: str | None = None
+        #: called (on the leader) when a standby asked for a sync
+        self.on_sync_request: Callable[[], None] = lambda: None
 
     def is_leader(self) -> bool:
         """True only while our last renewal is fresher than the renew deadline:
@@ -66,7 +73,8 @@ class LeaderElector:
         on_started: Callable[[], None] = lambda: None,
         on_stopped: Callable[[], None] = lambda: None,
     ) -> None:
-        """Campaign and renew until ``stop`` is set; then release the Lease."""
+        """Campaign and renew until ``stop`` is set. The Lease is not released here:
+        the caller releases it once its last write is done (``release``)."""
         while not stop.is_set():
             ok = self._try_acquire_or_renew()
             if ok and not self._leading:
@@ -78,13 +86,12 @@ class LeaderElector:
                 log.warning("lost leadership", extra={"identity": self.identity})
                 on_stopped()
             stop.wait(self.retry_period)
-        if self._leading:
-            self._leading = False
-            self.release()
-            on_stopped()
 
     def release(self) -> None:
         """Give the Lease up so a standby takes over at once rather than after expiry."""
+        if not self._leading:
+            return
+        self._leading = False
         try:
             lease = self.kube.get(self.path)
             spec = lease.get("spec", {})
@@ -109,6 +116,7 @@ class LeaderElector:
             return False
         spec: dict[str, Any] = lease.setdefault("spec", {})
         holder = str(spec.get("holderIdentity") or "")
+        self._check_sync_request(lease, holder)
         record = (holder, str(spec.get("renewTime", "")))
         if record != self._observed:
             self._observed, self._observed_at = record, now
@@ -130,6 +138,31 @@ class LeaderElector:
             return False
         self._renewed_at = now
         return True
+
+    def _check_sync_request(self, lease: dict[str, Any], holder: str) -> None:
+        annotations = lease.get("metadata", {}).get("annotations") or {}
+        request = annotations.get(SYNC_REQUEST_ANNOTATION)
+        if request != self._seen_request:
+            self._seen_request = request
+            if holder == self.identity and self._leading and request:
+                log.info("a standby asked for a sync", extra={"identity": self.identity})
+                self.on_sync_request()
+
+    def request_sync(self) -> bool:
+        """On a standby: ask the leader for a sync now (it sees it within a retry period)."""
+        for _ in range(3):
+            try:
+                lease = self.kube.get(self.path, subject="Lease")
+                meta = lease.setdefault("metadata", {})
+                meta.setdefault("annotations", {})[SYNC_REQUEST_ANNOTATION] = _micro_time()
+                self.kube.request("PUT", self.path, body=lease, subject="Lease", timeout=5.0)
+            except APIConflictError:
+                continue  # the leader renewed in between; read again
+            except APIError as e:
+                log.warning("could not ask the leader for a sync: %s", e)
+                return False
+            return True
+        return False
 
     def _create(self, now: float) -> bool:
         ts = _micro_time()

@@ -343,7 +343,9 @@ class GitSource:
             "SSH_ASKPASS": "false",
         }
         if creds.token_file is not None:
-            env["GITSYNC_GIT_TOKEN_FILE"] = str(creds.token_file.resolve())
+            # absolute, not resolved: a mounted Secret is a symlink into a timestamped
+            # directory that Kubernetes replaces when the Secret rotates
+            env["GITSYNC_GIT_TOKEN_FILE"] = str(creds.token_file.absolute())
             env["GITSYNC_GIT_USERNAME"] = creds.username
             env["GITSYNC_GIT_HOST"] = urlsplit(self.url).netloc
         return env
@@ -355,9 +357,9 @@ def _ssh_command(creds: Credentials, timeout: float) -> str:
     args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
     args += ["-o", f"ConnectTimeout={max(1, int(timeout))}"]
     if creds.ssh_key_file is not None:
-        args += ["-i", str(creds.ssh_key_file), "-o", "IdentitiesOnly=yes"]
+        args += ["-i", str(creds.ssh_key_file.absolute()), "-o", "IdentitiesOnly=yes"]
     if creds.known_hosts_file is not None:
-        args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file}"]
+        args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file.absolute()}"]
     return shlex.join(args)
 
 

@@ -113,10 +113,12 @@ class Syncer:
         self._loaded: tuple[str, manifests.LoadResult] | None = None
         #: set on shutdown: the pass stops after the objects in flight
         self.cancel = threading.Event()
+        self._interrupted = threading.Event()
         self.source_label = prune.source_label_value(options.instance or options.repo, options.path)
 
     def run(self) -> SyncResult:
         start = time.monotonic()
+        self._interrupted.clear()
         result = SyncResult()
         try:
             rev = self.source.fetch()
@@ -143,7 +145,7 @@ class Syncer:
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
             done = pool.map(lambda app: self._apply(app.key, app, rev, info), desired.values())
             result.objects.extend(o for o in done if o is not None)
-        if self.cancel.is_set():
+        if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
             result.errors.append("the sync was interrupted by shutdown")
             result.prune_skipped = "the sync was interrupted; nothing is pruned"
@@ -170,8 +172,11 @@ class Syncer:
     def _apply(
         self, key: str, app: manifests.DesiredApp, rev: Revision, info: SyncInfo
     ) -> ObjectResult | None:
-        if self.cancel.is_set():
-            return None  # shutting down: finish the objects in flight, start no more
+        if self.cancel.is_set() or not self.controller.is_leader():
+            # shutting down, or no longer leader: finish the objects in flight, start
+            # no more (the pass then counts as interrupted and prunes nothing)
+            self._interrupted.set()
+            return None
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
         body = myapp_body(app, self.source_label)
@@ -184,7 +189,7 @@ class Syncer:
             if outcome.live is not None and outcome.action != "unchanged":
                 c.myapps.observe(outcome.live)
             app_info = SyncInfo(info.revision, app.file, info.time)
-            c.reconcile(key, sync=app_info)
+            c.reconcile(key, sync=app_info, strict=True)
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
             return ObjectResult(who, "failed", str(e))

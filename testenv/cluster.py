@@ -344,8 +344,8 @@ def _node(name: str) -> dict[str, Any]:
             },
         },
         "status": {
-            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "3000"},
-            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "3000"},
+            "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "5000"},
+            "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "5000"},
         },
     }
 

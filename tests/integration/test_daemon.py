@@ -70,7 +70,10 @@ def webhook_daemon(
 ) -> Iterator[Running]:
     upstream.commit({"apps/first.yaml": app_yaml(namespace, "first")})
     # a long interval: only the webhook can bring a new commit in quickly
-    yield from start_daemon(kube, namespace, upstream, cache_dir, interval=3600)
+    for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
+        # the first sync (as soon as it leads) is done: later commits need a trigger
+        wait_until(lambda: get(kube, "MyApp", namespace, "first"), timeout=30, what="first")
+        yield running
 
 
 def sign(body: bytes) -> str:

@@ -18,13 +18,15 @@ from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.kube import Kube, resource_path
 from tests.gitserver import free_port
-from tests.support import available, get, myapp, wait_until
+from tests.support import app_yaml, available, get, myapp, wait_until
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 
 
 class Replica:
-    def __init__(self, kubeconfig: str, namespace: str, log: Path) -> None:
+    def __init__(
+        self, kubeconfig: str, namespace: str, log: Path, extra: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.log = log
         env = {**os.environ, "KUBECONFIG": kubeconfig, "GITSYNC_LOG_FORMAT": "json"}
@@ -38,6 +40,7 @@ class Replica:
             namespace,
             "--listen",
             f"127.0.0.1:{self.port}",
+            *extra,
         ]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -138,3 +141,45 @@ def test_recovers_from_an_api_server_restart(
     )
     assert controller.myapps.relists > relists
     wait_until(lambda: available(kube, namespace, "after", 1), timeout=60, what="status to follow")
+
+
+def test_a_webhook_delivered_to_the_standby_reaches_the_leader(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "apps").mkdir(parents=True)
+    (repo / "apps" / "a.yaml").write_text(app_yaml(namespace, "a"))
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret")
+    extra = (
+        "--repo",
+        str(repo),
+        "--path",
+        "apps",
+        "--interval",
+        "3600",
+        "--webhook-secret-file",
+        str(secret),
+    )
+    pair = [Replica(kubeconfig, namespace, tmp_path / f"hook-{i}.log", extra) for i in range(2)]
+    try:
+        for r in pair:
+            wait_until(r.up, timeout=60, what="both replicas serving")
+        wait_until(lambda: get(kube, "MyApp", namespace, "a"), timeout=30, what="first sync")
+        standby = next(r for r in pair if r.metric("gitsync_leader") == 0)
+        (repo / "apps" / "b.yaml").write_text(app_yaml(namespace, "b"))
+        body = b"{}"
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{standby.port}/hooks/git", data=body, method="POST"
+        )
+        req.add_header("X-Gitlab-Token", "s3cret")
+        start = time.monotonic()
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 202
+            assert b"leader" in resp.read()
+        wait_until(lambda: get(kube, "MyApp", namespace, "b"), timeout=15, what="b via the leader")
+        print(f"webhook via the standby to applied: {time.monotonic() - start:.1f}s")
+        assert standby.metric("gitsync_webhook_requests_total", result="forwarded") == 1
+    finally:
+        for r in pair:
+            r.stop(signal.SIGKILL)

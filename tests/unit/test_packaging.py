@@ -31,6 +31,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from gitsync import metrics
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 LOCK = ROOT / "requirements.lock"
@@ -66,12 +68,10 @@ def copy_sources() -> list[str]:
     """The build-context paths of every COPY (not COPY --from=stage)."""
     sources: list[str] = []
     for word, args in instructions(DOCKERFILE.read_text()):
-        if word != "COPY":
+        words = shlex.split(args)
+        if word != "COPY" or any(w.startswith("--from") for w in words):
             continue
-        parts = [p for p in shlex.split(args) if not p.startswith("--")]
-        if any(p.startswith("--from") for p in shlex.split(args)):
-            continue
-        sources += parts[:-1]
+        sources += [w for w in words if not w.startswith("--")][:-1]  # the last is the target
     return sources
 
 
@@ -194,15 +194,14 @@ def _help(*args: str) -> str:
     return proc.stdout
 
 
+def deploy_objects(kind: str) -> list[dict[str, Any]]:
+    docs = (d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()))
+    return [d for d in docs if d and d.get("kind") == kind]
+
+
 def deployment_container() -> dict[str, Any]:
-    docs = [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())]
-    [deployment] = [d for d in docs if d and d.get("kind") == "Deployment"]
+    [deployment] = deploy_objects("Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    container["_configmaps"] = {
-        d["metadata"]["name"]: d.get("data") or {}
-        for d in docs
-        if d and d.get("kind") == "ConfigMap"
-    }
     return dict(container)
 
 
@@ -219,18 +218,16 @@ def test_every_flag_and_variable_deploy_passes_is_known_to_gitsync_run() -> None
         assert flag in known_flags, f"deploy/ passes {flag}, unknown to `gitsync run`"
 
     env_names = {e["name"] for e in container.get("env", [])}
+    configmaps = {d["metadata"]["name"]: d.get("data") or {} for d in deploy_objects("ConfigMap")}
     for source in container.get("envFrom", []):
         name = source["configMapRef"]["name"]
-        assert name in container["_configmaps"], f"envFrom names a missing ConfigMap {name}"
-        env_names |= set(container["_configmaps"][name])
-    # the credential variables are commented out in the ConfigMap until a Secret exists
-    commented = re.findall(
-        r"^\s*#\s*(GITSYNC_[A-Z0-9_]+):", (DEPLOY / "config.yaml").read_text(), re.M
-    )
-    assert {"GITSYNC_TOKEN_FILE", "GITSYNC_SSH_KEY_FILE", "GITSYNC_KNOWN_HOSTS_FILE"} <= set(
-        commented
-    )
-    env_names |= set(commented)
+        assert name in configmaps, f"envFrom names a ConfigMap deploy/ does not have: {name}"
+        env_names |= set(configmaps[name])
+    # the credential variables stay commented out in the ConfigMap until a Secret exists
+    config = (DEPLOY / "config.yaml").read_text()
+    commented = set(re.findall(r"^\s*#\s*(GITSYNC_[A-Z0-9_]+):", config, re.M))
+    assert {"GITSYNC_TOKEN_FILE", "GITSYNC_SSH_KEY_FILE", "GITSYNC_KNOWN_HOSTS_FILE"} <= commented
+    env_names |= commented
     image_env = re.findall(r"\b(GITSYNC_[A-Z0-9_]+)=", DOCKERFILE.read_text())
     gitsync_env = {n for n in env_names | set(image_env) if n.startswith("GITSYNC_")}
     assert {
@@ -255,6 +252,26 @@ def test_file_variables_point_into_mounted_volumes() -> None:
     assert len(files) == 5, files
     for name, path in files.items():
         assert any(path.startswith(m + "/") or path == m for m in mounts), (name, path)
+
+
+COMMANDS = ("run", "sync", "diff", "drift", "validate", "version")
+
+
+def test_operating_docs_cover_every_flag_variable_and_metric() -> None:
+    """docs/operating.md is the configuration reference: it must not fall behind the CLI."""
+    docs = (ROOT / "docs" / "operating.md").read_text()
+    missing: list[str] = []
+    for command in ("", *COMMANDS):
+        text = _help(*([command] if command else []))
+        options = text.split("Options:", 1)[1].split("Commands:", 1)[0]
+        names = re.findall(r"(?<![\w-])--?[a-z][\w-]*|GITSYNC_[A-Z0-9_]+", options)
+        missing += [f"{command or 'gitsync'} {n}" for n in names if f"`{n}" not in docs]
+    for line in metrics.standard().render().splitlines():
+        if line.startswith("# HELP "):
+            name = line.split()[2]
+            if f"`{name}`" not in docs:
+                missing.append(f"metric {name}")
+    assert not missing, f"docs/operating.md does not document: {sorted(set(missing))}"
 
 
 def test_entrypoint_and_cmd_run() -> None:
