@@ -344,7 +344,7 @@ def sync_options(f: F) -> F:
                 "--concurrency",
                 env="CONCURRENCY",
                 type=int,
-                default=8,
+                default=32,
                 show_default=True,
                 help="MyApps applied in parallel during a sync pass.",
             ),

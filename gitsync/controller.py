@@ -189,6 +189,9 @@ class Controller:
             mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
             mres = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
             items += mres.drift
+            if mres.corrected:
+                fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in mres.corrected)
+                self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
             if mres.action != "unchanged" and mres.live is not None:
                 myapp = mres.live
         error = ""
@@ -218,8 +221,12 @@ class Controller:
         if outcome.action == "unchanged":
             return
         name = myapp["metadata"]["name"]
-        verb = "Created" if outcome.action == "created" else "Updated"
-        self.events.emit(myapp, "Normal", verb, f"Deployment {name} {outcome.action}")
+        if outcome.corrected:
+            fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in outcome.corrected[:5])
+            self.events.emit(myapp, "Normal", "DriftCorrected", f"Deployment {name}: {fixed}")
+        else:
+            verb = "Created" if outcome.action == "created" else "Updated"
+            self.events.emit(myapp, "Normal", verb, f"Deployment {name} {outcome.action}")
         log.info(
             "deployment %s",
             outcome.action,

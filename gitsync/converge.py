@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 class Outcome:
     action: str  # created | configured | unchanged
     live: Obj | None
+    #: drift still standing after this step (reported in status)
     drift: list[driftlib.DriftItem] = field(default_factory=list)
+    #: drift taken back from one-off tools in this step (policy correct)
+    corrected: list[driftlib.DriftItem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Po
         log.debug("%s: fast path differed, dry-run did not", label)
         return Outcome("unchanged", live)
     applied = applier.apply(body, force=bool(takeback))
-    return Outcome("configured", applied, leave)
+    return Outcome("configured", applied, leave, takeback)
 
 
 def _confirmed(applier: Applier, body: Obj, live: Obj) -> bool:

@@ -94,7 +94,7 @@ class Kube:
         config: k8s_client.Configuration,
         *,
         timeout: float = 30.0,
-        pool_size: int = 16,
+        pool_size: int = 64,  # enough for the sync pass's and the workers' threads
     ) -> None:
         self.config = config
         self.host = config.host.rstrip("/")

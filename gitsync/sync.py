@@ -26,7 +26,7 @@ from gitsync.api import (
     subject,
 )
 from gitsync.controller import Controller
-from gitsync.converge import Policy, converge
+from gitsync.converge import Outcome, Policy, converge
 from gitsync.errors import APIError, ConfigError, GitsyncError, SourceError
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
@@ -58,7 +58,8 @@ class SyncOptions:
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
     #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
-    concurrency: int = 8
+    #: (measured at 300 MyApps: 8 → 10.9 s, 32 → 6.1 s, 64 → 5.8 s)
+    concurrency: int = 32
 
 
 @dataclass
@@ -188,12 +189,22 @@ class Syncer:
             outcome = converge(c.applier, f"{KIND}/{name}", body, c.myapps.get(key), policy)
             if outcome.live is not None and outcome.action != "unchanged":
                 c.myapps.observe(outcome.live)
-            app_info = SyncInfo(info.revision, app.file, info.time)
-            c.reconcile(key, sync=app_info, strict=True)
+            c.reconcile(key, sync=self._info(outcome, app, info), strict=True)
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
             return ObjectResult(who, "failed", str(e))
         return ObjectResult(who, outcome.action)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _info(outcome: Outcome, app: manifests.DesiredApp, info: SyncInfo) -> SyncInfo:
+        """The revision a MyApp reports is the one that last changed it. A commit
+        that leaves a MyApp as it was does not rewrite its status: with N MyApps,
+        stamping every new revision on all of them would cost N writes a commit."""
+        source = ((outcome.live or {}).get("status") or {}).get("source") or {}
+        if outcome.action == "unchanged" and source.get("path") == app.file:
+            revision = str(source.get("revision") or info.revision)
+            return SyncInfo(revision, app.file, str(source.get("lastSyncTime") or info.time))
+        return SyncInfo(info.revision, app.file, info.time)
 
     def _prune(self, result: SyncResult, desired: set[str], manifests_ok: bool) -> None:
         tracked = {

@@ -12,7 +12,7 @@ import pytest
 
 from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.kube import Kube
+from gitsync.kube import Kube, resource_path
 from tests.support import available, get, myapp, wait_until
 
 
@@ -93,6 +93,13 @@ def test_correct_policy_takes_replicas_back_from_kubectl(
     wait_until(restored, what="replicas restored and owned by gitsync again")
     wait_until(lambda: available(kube, namespace, "api", 2), timeout=60, what="Available")
     assert drift_of(kube, namespace, "api") == []
+    events = kube.list(resource_path("v1", "events", namespace))["items"]
+    assert any(
+        e["reason"] == "DriftCorrected"
+        and e["involvedObject"]["name"] == "api"
+        and "spec.replicas (changed by kubectl)" in e["message"]
+        for e in events
+    ), [e["message"] for e in events]
 
 
 def test_set_image_is_corrected(

@@ -300,3 +300,25 @@ def test_credentials_never_leak(
     for text in texts:
         for secret in secrets:
             assert secret not in text
+
+
+def test_a_repository_of_200_myapps(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    files: dict[str, str | None] = {
+        f"apps/team-{i % 7}/app-{i:03d}.yaml": app_yaml(namespace, f"app-{i:03d}")
+        for i in range(200)
+    }
+    upstream.commit(files)
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    result = s.run()
+    assert result.ok, result.errors[:3]
+    assert result.count("created") == 200
+    live = kube.list(path_of("MyApp", namespace))["items"]
+    assert len(live) == 200
+    wait_until(
+        lambda: len(kube.list(path_of("Deployment", namespace))["items"]) == 200,
+        what="200 Deployments",
+    )
+    again = s.run()
+    assert again.count("unchanged") == 200
