@@ -4,17 +4,19 @@ Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
 something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
 on failure; usage errors exit 2. Expected errors print one line, never a
 traceback.
+
+The option groups several commands share, and the error-to-exit-code wrapper, are in
+:mod:`gitsync.cli_options`; this module holds ``main`` (the console script) and the
+commands.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 import yaml
@@ -30,8 +32,18 @@ from gitsync.api import (
     Obj,
 )
 from gitsync.apply import path_of
+from gitsync.cli_options import (
+    cluster_options,
+    expected_errors,
+    fail,
+    field_manager_option,
+    opt,
+    output_option,
+    source_options,
+    sync_options,
+)
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import ConfigError, GitsyncError
+from gitsync.errors import ConfigError
 from gitsync.kube import Kube, resource_path
 from gitsync.plan import plan
 from gitsync.report import drift_rows, render_table
@@ -39,168 +51,16 @@ from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
 from gitsync.sync import Syncer, SyncOptions, myapp_body
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _opt(*names: str, env: str, **kw: Any) -> Callable[[F], F]:
-    return click.option(*names, envvar=f"GITSYNC_{env}", show_envvar=True, **kw)
-
-
-def cluster_options(f: F) -> F:
-    for deco in reversed(
-        [
-            _opt("--kubeconfig", env="KUBECONFIG", help="Path to a kubeconfig."),
-            _opt("--context", env="CONTEXT", help="The kubeconfig context to use."),
-        ]
-    ):
-        f = deco(f)
-    return f
-
-
-def field_manager_option(f: F) -> F:
-    return _opt(
-        "--field-manager",
-        env="FIELD_MANAGER",
-        default="gitsync",
-        show_default=True,
-        help="The server-side apply field manager for every write.",
-    )(f)
-
-
-def source_options(required: bool) -> Callable[[F], F]:
-    def wrap(f: F) -> F:
-        for deco in reversed(
-            [
-                _opt("--repo", env="REPO", required=required, help="Git URL or a local directory."),
-                _opt(
-                    "--instance-repo",
-                    env="INSTANCE_REPO",
-                    default="",
-                    help="The repository URL that names this source instance, when --repo "
-                    "is a local checkout of it (default: --repo).",
-                ),
-                _opt(
-                    "--ref",
-                    env="REF",
-                    default="main",
-                    show_default=True,
-                    help="Branch, tag or commit.",
-                ),
-                _opt(
-                    "--path",
-                    env="PATH_IN_REPO",
-                    default=".",
-                    show_default=True,
-                    help="Directory in the repository holding the MyApp manifests.",
-                ),
-                _opt(
-                    "-n",
-                    "--namespace",
-                    env="NAMESPACE",
-                    default="default",
-                    show_default=True,
-                    help="Namespace for MyApps that name none.",
-                ),
-                _opt(
-                    "--allowed-namespaces",
-                    env="ALLOWED_NAMESPACES",
-                    default="",
-                    help="Comma-separated namespaces MyApps may use (default: any).",
-                ),
-                _opt(
-                    "--cache-dir",
-                    env="CACHE_DIR",
-                    type=click.Path(path_type=Path),
-                    help="Where Git clones are kept (default: a temporary directory).",
-                ),
-                _opt(
-                    "--token-file",
-                    env="TOKEN_FILE",
-                    type=click.Path(path_type=Path),
-                    help="HTTPS token for Git, read from this file.",
-                ),
-                _opt(
-                    "--git-username",
-                    env="GIT_USERNAME",
-                    default="git",
-                    show_default=True,
-                    help="User name sent with the HTTPS token (e.g. a GitLab deploy token's).",
-                ),
-                _opt(
-                    "--ssh-key-file",
-                    env="SSH_KEY_FILE",
-                    type=click.Path(path_type=Path),
-                    help="SSH private key for ssh:// remotes (needs --known-hosts-file).",
-                ),
-                _opt(
-                    "--known-hosts-file",
-                    env="KNOWN_HOSTS_FILE",
-                    type=click.Path(path_type=Path),
-                    help="known_hosts for SSH; host keys are always checked.",
-                ),
-                _opt(
-                    "--git-timeout",
-                    env="GIT_TIMEOUT",
-                    type=float,
-                    default=60.0,
-                    show_default=True,
-                    help="Seconds allowed for each git call.",
-                ),
-                _opt(
-                    "--allow-insecure-git",
-                    env="ALLOW_INSECURE_GIT",
-                    is_flag=True,
-                    help="Allow plain git:// and http:// remotes.",
-                ),
-            ]
-        ):
-            f = deco(f)
-        return f
-
-    return wrap
-
-
-def output_option(f: F) -> F:
-    return _opt(
-        "-o",
-        "--output",
-        env="OUTPUT",
-        type=click.Choice(["text", "json", "yaml"]),
-        default="text",
-        show_default=True,
-    )(f)
-
-
-def expected_errors(code: int) -> Callable[[F], F]:
-    """Expected failures print one line and exit ``code``; no traceback."""
-
-    def wrap(f: F) -> F:
-        @functools.wraps(f)
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return f(*args, **kwargs)
-            except GitsyncError as e:
-                _fail(str(e), code)
-
-        return inner  # type: ignore[return-value]
-
-    return wrap
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@_opt(
+@opt(
     "--log-format",
     env="LOG_FORMAT",
     type=click.Choice(["auto", "text", "json"]),
     default="auto",
     help="auto: text on a terminal, JSON otherwise.",
 )
-@_opt(
+@opt(
     "--log-level",
     env="LOG_LEVEL",
     type=click.Choice(["debug", "info", "warning", "error"]),
@@ -301,66 +161,6 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     return Syncer(controller, _source(kw), opts, state)
 
 
-def sync_options(f: F) -> F:
-    for deco in reversed(
-        [
-            _opt(
-                "--prune/--no-prune",
-                env="PRUNE",
-                default=True,
-                show_default=True,
-                help="Delete MyApps of this source that left Git (guarded).",
-            ),
-            _opt(
-                "--allow-empty",
-                env="ALLOW_EMPTY",
-                is_flag=True,
-                help="Allow an empty desired set to prune everything.",
-            ),
-            _opt(
-                "--prune-max-fraction",
-                env="PRUNE_MAX_FRACTION",
-                type=float,
-                default=0.5,
-                show_default=True,
-                help="Refuse a prune that would delete more than this share.",
-            ),
-            _opt(
-                "--drift-policy",
-                env="DRIFT_POLICY",
-                type=click.Choice(["correct", "report"]),
-                default="correct",
-                show_default=True,
-                help="Default for MyApps without spec.driftPolicy.",
-            ),
-            _opt(
-                "--force-managers",
-                env="FORCE_MANAGERS",
-                multiple=True,
-                help="Managers gitsync may take fields back from (default: kubectl*, "
-                "before-first-apply).",
-            ),
-            _opt(
-                "--concurrency",
-                env="CONCURRENCY",
-                type=int,
-                default=32,
-                show_default=True,
-                help="MyApps applied in parallel during a sync pass.",
-            ),
-            _opt(
-                "--status-namespace",
-                env="STATUS_NAMESPACE",
-                default="default",
-                show_default=True,
-                help="Where the sync status ConfigMap and Lease live.",
-            ),
-        ]
-    ):
-        f = deco(f)
-    return f
-
-
 @main.command()
 @cluster_options
 @source_options(required=True)
@@ -374,7 +174,7 @@ def sync(output: str, **kw: Any) -> None:
     controller.myapps.start()
     controller.deployments.start()
     if not controller.wait_synced(60):
-        _fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
+        fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
     result = _syncer(kw, controller).run()
     if output == "text":
         for o in result.objects:
@@ -402,14 +202,14 @@ def sync(output: str, **kw: Any) -> None:
 @source_options(required=False)
 @sync_options
 @field_manager_option
-@_opt(
+@opt(
     "--listen",
     env="LISTEN",
     default="0.0.0.0:8080",
     show_default=True,
     help="Address of /healthz, /readyz, /metrics and /hooks/git.",
 )
-@_opt(
+@opt(
     "--interval",
     env="INTERVAL",
     type=float,
@@ -417,7 +217,7 @@ def sync(output: str, **kw: Any) -> None:
     show_default=True,
     help="Seconds between polls of the repository.",
 )
-@_opt(
+@opt(
     "--jitter",
     env="JITTER",
     type=float,
@@ -425,20 +225,20 @@ def sync(output: str, **kw: Any) -> None:
     show_default=True,
     help="Random seconds added to each interval.",
 )
-@_opt(
+@opt(
     "--leader-elect/--no-leader-elect",
     env="LEADER_ELECT",
     default=True,
     show_default=True,
     help="Hold a Lease so only one replica writes.",
 )
-@_opt(
+@opt(
     "--webhook-secret-file",
     env="WEBHOOK_SECRET_FILE",
     type=click.Path(path_type=Path),
     help="File with the push webhook secret (GitHub HMAC or GitLab token).",
 )
-@_opt(
+@opt(
     "--workers",
     env="WORKERS",
     type=int,
@@ -446,7 +246,7 @@ def sync(output: str, **kw: Any) -> None:
     show_default=True,
     help="Reconcile workers of the operator.",
 )
-@_opt("--watch-namespace", env="WATCH_NAMESPACE", default=None, help="Default: all namespaces.")
+@opt("--watch-namespace", env="WATCH_NAMESPACE", default=None, help="Default: all namespaces.")
 @expected_errors(1)
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
@@ -484,8 +284,8 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @cluster_options
 @source_options(required=True)
 @output_option
-@_opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
-@_opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
+@opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would change (no writes). Exit 0 same, 1 differs, 2 error."""
@@ -528,8 +328,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
 
 @main.command()
 @cluster_options
-@_opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
-@_opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
+@opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
+@opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
 @output_option
 @expected_errors(2)
 def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) -> None:

@@ -1,4 +1,7 @@
-"""drift: projection, the fast path, drift items and who changed them."""
+"""drift: projection, the fast path, drift items and the status entries made of them.
+
+Who changed a drifted field is in test_drift_attribution.py.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ import pytest
 from gitsync.api import Obj
 from gitsync.drift import (
     DriftItem,
-    attribute,
     drift_items,
     drift_signature,
     fast_equal,
@@ -19,97 +21,9 @@ from gitsync.drift import (
     status_entries,
 )
 from gitsync.render import desired_myapp, render
+from tests.unit.drift_samples import APP, MYAPP, UID, C, container, live_deployment
 
-UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
-APP = 'k:{"name":"app"}'
 CONTAINER = ("f:spec", "f:template", "f:spec", "f:containers", APP)
-C = "spec.template.spec.containers[name=app]"
-
-MYAPP: Obj = {
-    "apiVersion": "apps.example.com/v1",
-    "kind": "MyApp",
-    "metadata": {"name": "web", "namespace": "shop", "uid": UID},
-    "spec": {
-        "image": "nginx:1.27",
-        "replicas": 3,
-        "port": 8080,
-        "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "MODE", "value": "prod"}],
-        "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"cpu": "1000m"}},
-    },
-}
-SELECTOR = {"app.kubernetes.io/instance": "web", "app.kubernetes.io/name": "web"}
-
-
-def live_deployment() -> Obj:
-    """The Deployment as the API server stores it after gitsync's apply: defaults and all."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "uid": "0d9a4f5e-1111-4c2b-8d3e-5a6b7c8d9e0f",
-            "resourceVersion": "5120",
-            "generation": 1,
-            "creationTimestamp": "2025-06-01T10:00:00Z",
-            "annotations": {"deployment.kubernetes.io/revision": "1"},
-            "labels": {**SELECTOR, "app.kubernetes.io/managed-by": "gitsync"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps.example.com/v1",
-                    "kind": "MyApp",
-                    "name": "web",
-                    "uid": UID,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "replicas": 3,
-            "revisionHistoryLimit": 10,
-            "progressDeadlineSeconds": 600,
-            "selector": {"matchLabels": dict(SELECTOR)},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
-            },
-            "template": {
-                "metadata": {"labels": dict(SELECTOR)},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "nginx:1.27",
-                            "imagePullPolicy": "IfNotPresent",
-                            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                            "env": [
-                                {"name": "LOG_LEVEL", "value": "debug"},
-                                {"name": "MODE", "value": "prod"},
-                            ],
-                            "resources": {
-                                "limits": {"cpu": "1"},
-                                "requests": {"cpu": "250m", "memory": "128Mi"},
-                            },
-                            "terminationMessagePath": "/dev/termination-log",
-                            "terminationMessagePolicy": "File",
-                        }
-                    ],
-                    "dnsPolicy": "ClusterFirst",
-                    "restartPolicy": "Always",
-                    "schedulerName": "default-scheduler",
-                    "securityContext": {},
-                    "terminationGracePeriodSeconds": 30,
-                },
-            },
-        },
-        "status": {"replicas": 3, "availableReplicas": 3, "observedGeneration": 1},
-    }
-
-
-def container(obj: Obj) -> Obj:
-    found: Obj = obj["spec"]["template"]["spec"]["containers"][0]
-    return found
 
 
 Mutation = Callable[[Obj], None]
@@ -335,145 +249,6 @@ def test_drift_item_carries_the_smd_path() -> None:
     container(live)["image"] = "nginx:1.28"
     (item,) = drift_items("Deployment/web", render(MYAPP), live)
     assert item.smd_path == (*CONTAINER, "f:image")
-
-
-# -- attribution ------------------------------------------------------------------------
-
-
-def entry(manager: str, operation: str, fields: Obj, subresource: str = "") -> Obj:
-    out: Obj = {
-        "apiVersion": "apps/v1",
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-        "manager": manager,
-        "operation": operation,
-        "time": f"2025-06-01T1{len(manager) % 10}:00:00Z",
-    }
-    if subresource:
-        out["subresource"] = subresource
-    return out
-
-
-REPLICAS_FIELDS: Obj = {"f:spec": {"f:replicas": {}}}
-GITSYNC = entry(
-    "gitsync",
-    "Apply",
-    {
-        "f:spec": {
-            "f:selector": {},
-            "f:template": {"f:spec": {"f:containers": {APP: {".": {}, "f:name": {}}}}},
-        }
-    },
-)
-IMAGE_FIELDS: Obj = {"f:spec": {"f:template": {"f:spec": {"f:containers": {APP: {"f:image": {}}}}}}}
-
-
-def replicas_item() -> DriftItem:
-    return DriftItem("Deployment/web", "spec.replicas", ("f:spec", "f:replicas"), 3, 5)
-
-
-ATTRIBUTION: list[Any] = [
-    pytest.param(
-        [GITSYNC, entry("kubectl", "Update", REPLICAS_FIELDS, "scale")],
-        ("kubectl", "Update", False),
-        id="kubectl scale: taken back",
-    ),
-    pytest.param(
-        [GITSYNC, entry("kubectl-edit", "Update", REPLICAS_FIELDS)],
-        ("kubectl-edit", "Update", False),
-        id="kubectl edit: taken back",
-    ),
-    pytest.param(
-        [GITSYNC, entry("before-first-apply", "Update", REPLICAS_FIELDS)],
-        ("before-first-apply", "Update", False),
-        id="before-first-apply: taken back",
-    ),
-    pytest.param(
-        [GITSYNC, entry("hpa-sim", "Apply", REPLICAS_FIELDS)],
-        ("hpa-sim", "Apply", True),
-        id="another applier: conflict",
-    ),
-    pytest.param(
-        [GITSYNC, entry("kube-controller-manager", "Update", REPLICAS_FIELDS, "scale")],
-        ("kube-controller-manager", "Update", True),
-        id="a real HPA: conflict",
-    ),
-    pytest.param(
-        [
-            entry("gitsync", "Apply", REPLICAS_FIELDS),
-            entry("hpa-sim", "Apply", REPLICAS_FIELDS),
-        ],
-        ("hpa-sim", "Apply", True),
-        id="shared with another applier: conflict",
-    ),
-    pytest.param(
-        [
-            entry("kubectl", "Update", REPLICAS_FIELDS),
-            entry("hpa-sim", "Apply", REPLICAS_FIELDS),
-        ],
-        ("hpa-sim", "Apply", True),
-        id="shared by a tool and a controller: the controller is named",
-    ),
-    pytest.param(
-        [entry("gitsync", "Apply", REPLICAS_FIELDS)],
-        ("gitsync", "Apply", False),
-        id="still gitsync's: not applied yet",
-    ),
-    pytest.param([GITSYNC], (None, None, False), id="nobody owns it"),
-]
-
-
-@pytest.mark.parametrize(("managed", "expected"), ATTRIBUTION)
-def test_attribute(managed: list[Obj], expected: tuple[str | None, str | None, bool]) -> None:
-    (item,) = attribute([replicas_item()], managed)
-    assert (item.manager, item.operation, item.conflict) == expected
-    owner = next((e for e in managed if e["manager"] == item.manager), None)
-    assert item.time == (owner["time"] if owner else None)
-    assert (item.path, item.desired, item.live) == ("spec.replicas", 3, 5)
-
-
-@pytest.mark.parametrize(
-    ("manager", "force_managers", "conflict"),
-    [
-        ("kubectl", ("kubectl",), False),
-        ("kubectl-set", ("kubectl",), False),
-        ("kubectl", ("before-first-apply",), True),  # the list is the policy
-        ("hpa-sim", ("kubectl", "hpa-sim"), False),
-        ("hpa-sim-2", ("hpa-sim",), False),
-        ("hpa-simulator", ("hpa-sim",), True),  # a prefix only up to a dash
-    ],
-)
-def test_force_managers(manager: str, force_managers: tuple[str, ...], conflict: bool) -> None:
-    managed = [GITSYNC, entry(manager, "Update", REPLICAS_FIELDS)]
-    (item,) = attribute([replicas_item()], managed, force_managers=force_managers)
-    assert (item.manager, item.conflict) == (manager, conflict)
-
-
-def test_attribute_with_another_self_manager() -> None:
-    managed = [entry("gitsync-staging", "Apply", REPLICAS_FIELDS)]
-    (mine,) = attribute([replicas_item()], managed, self_manager="gitsync-staging")
-    (theirs,) = attribute([replicas_item()], managed)
-    assert (mine.manager, mine.conflict) == ("gitsync-staging", False)
-    assert (theirs.manager, theirs.conflict) == ("gitsync-staging", True)
-
-
-def test_attribute_a_removed_item_to_the_nearest_owner() -> None:
-    live = live_deployment()
-    del container(live)["env"][1]
-    items = drift_items("Deployment/web", render(MYAPP), live)
-    managed = [GITSYNC, entry("kubectl-set", "Update", IMAGE_FIELDS)]
-    (item,) = attribute(items, managed)
-    assert (item.path, item.manager, item.conflict) == (f"{C}.env[name=MODE]", "gitsync", False)
-
-
-def test_attribute_end_to_end_after_kubectl_set_image() -> None:
-    live = live_deployment()
-    container(live)["image"] = "nginx:1.28"
-    managed = [GITSYNC, entry("kubectl-set", "Update", IMAGE_FIELDS)]
-    items = attribute(drift_items("Deployment/web", render(MYAPP), live), managed)
-    assert [(i.path, i.manager, i.operation, i.conflict) for i in items] == [
-        (f"{C}.image", "kubectl-set", "Update", False)
-    ]
 
 
 # -- projection ---------------------------------------------------------------------------
