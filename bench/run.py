@@ -232,7 +232,8 @@ def bench_drift(kube: Kube, c: Controller, out: Results) -> None:
     c.wait_idle(60)
     detect, correct = [], []
     for i in range(EDITS):
-        name, value = report[i % len(report)], 2 + i % 5
+        # every edit changes its app's replicas from the value of its previous edit
+        name, value = report[i % len(report)], 2 + (i // len(report)) % 5
         t0 = _scale(kube, ns, name, value)
 
         def seen(name: str = name, value: int = value) -> bool:

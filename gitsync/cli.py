@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -289,16 +290,21 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would change (no writes). Exit 0 same, 1 differs, 2 error."""
-    revision, loaded = _load(kw)
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    # the two LISTs and reading the manifests overlap: together they are the run
+    with ThreadPoolExecutor(3) as pool:
+        loading = pool.submit(_load, kw)
+        listing = pool.submit(_list, kube, resource_path("apps.example.com/v1", "myapps"))
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        deployments_listing = pool.submit(
+            _list, kube, resource_path("apps/v1", "deployments"), selector
+        )
+        revision, loaded = loading.result()
+        myapps, deployments = listing.result(), deployments_listing.result()
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     label = prune.source_label_value(kw["instance_repo"] or kw["repo"], kw["path"])
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
-    myapps = _list(kube, resource_path("apps.example.com/v1", "myapps"))
-    deployments = _list(
-        kube, resource_path("apps/v1", "deployments"), f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-    )
     tracked = [
         k
         for k, o in myapps.items()

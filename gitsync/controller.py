@@ -212,7 +212,14 @@ class Controller:
                 self.deployments.observe(outcome.live)
             items += outcome.drift
             self._record_action(myapp, outcome)
-        self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
+        if outcome is not None and outcome.action == "created" and self._threads and strict:
+            # a Deployment created by a sync pass while the workers run: its status
+            # moves through Pending and Progressing within seconds, and each step
+            # comes back as a watch event; the worker that takes it writes the status
+            # (with this pass's source), so the pass does not write a Pending first
+            self.queue.add(key)
+        else:
+            self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
         if strict and failure is not None:
             raise failure
         return outcome

@@ -95,10 +95,12 @@ class Informer:
                 backoff = 0.5
                 self._watch(rv)
             except APIError as e:
+                hint = " (is its CustomResourceDefinition installed?)" if e.status == 404 else ""
                 log.warning(
-                    "informer %s: %s; relisting in %.1fs",
+                    "informer %s: %s%s; relisting in %.1fs",
                     self.name,
                     e,
+                    hint,
                     backoff,
                     extra={"informer": self.name},
                 )

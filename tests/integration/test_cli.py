@@ -10,12 +10,11 @@ import ssl
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller, ControllerConfig
+from gitsync.controller import Controller
 from gitsync.kube import Kube
 from tests.integration.test_drift import kubectl
 from tests.support import app_yaml, wait_until
@@ -124,15 +123,6 @@ def test_diff_previews_prunes_and_errors_exit_2(
     assert usage.returncode == 2
 
 
-@pytest.fixture
-def operator(kube: Kube, namespace: str) -> Iterator[Controller]:
-    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
-    c.start()
-    assert c.wait_synced(30)
-    yield c
-    c.stop()
-
-
 def test_drift_report_exit_codes_and_json(
     kube: Kube,
     kubeconfig: str,
@@ -140,7 +130,7 @@ def test_drift_report_exit_codes_and_json(
     namespace: str,
     tmp_path: Path,
     crd: str,
-    operator: Controller,
+    controller: Controller,
 ) -> None:
     repo = tmp_path / "r"
     (repo / "apps").mkdir(parents=True)
@@ -149,7 +139,7 @@ def test_drift_report_exit_codes_and_json(
     )
     sync = gitsync(kubeconfig, "sync", *common(repo, namespace), "--status-namespace", namespace)
     assert sync.returncode == 0, sync.stderr
-    assert operator.wait_idle(30)
+    assert controller.wait_idle(30)
     clean = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert clean.stdout.splitlines()[0].split() == [

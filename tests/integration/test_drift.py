@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
+from gitsync.controller import Controller
 from gitsync.kube import Kube, resource_path
 from tests.support import available, get, myapp, wait_until
-
-
-@pytest.fixture
-def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
-    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
-    c.start()
-    assert c.wait_synced(30)
-    yield c
-    c.stop()
 
 
 def kubectl(kubectl_bin: str, kubeconfig: str, *args: str) -> str:

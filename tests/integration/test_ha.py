@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
+from gitsync.controller import Controller
 from gitsync.kube import Kube, resource_path
 from tests.gitserver import free_port
 from tests.support import app_yaml, available, get, myapp, wait_until
@@ -113,15 +113,6 @@ def test_only_the_leader_writes_and_the_standby_takes_over(
     standby.stop(signal.SIGTERM)
     assert standby.proc.returncode == 0
     assert holder(kube, namespace) == ""
-
-
-@pytest.fixture
-def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
-    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
-    c.start()
-    assert c.wait_synced(30)
-    yield c
-    c.stop()
 
 
 def test_recovers_from_an_api_server_restart(

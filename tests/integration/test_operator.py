@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
+from gitsync.controller import Controller
 from gitsync.errors import APIInvalidError
 from gitsync.kube import Kube
 from tests.support import available, get, myapp, wait_until
-
-
-@pytest.fixture
-def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
-    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
-    c.start()
-    assert c.wait_synced(30)
-    yield c
-    c.stop()
 
 
 def test_myapp_gets_an_owned_deployment_and_status(
