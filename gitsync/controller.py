@@ -174,33 +174,13 @@ class Controller:
             with self._locks_lock:
                 self._key_locks.pop(key, None)
             return None  # the garbage collector takes the Deployment
-        name = key.split("/", 1)[1]
-        spec = myapp.get("spec") or {}
-        policy = Policy(
-            correct=(spec.get("driftPolicy") or self.config.default_policy) == "correct",
-            suspended=bool(spec.get("suspend")),
-            force_managers=self.config.force_managers,
-            field_manager=self.config.field_manager,
-        )
-        items: list[driftlib.DriftItem] = []
-        git = self.git.get(key)
-        if git is not None:
-            # a suspended MyApp is still compared with Git, and corrected only by a sync
-            mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
-            mres = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
-            items += mres.drift
-            if mres.corrected:
-                fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in mres.corrected)
-                self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
-            if mres.action != "unchanged" and mres.live is not None:
-                myapp = mres.live
+        policy = self._policy(myapp)
+        myapp, items = self._converge_myapp(key, myapp, policy)
         error = ""
         failure: Exception | None = None
         outcome: Outcome | None = None
         try:
-            desired = render(myapp)
-            live = self.deployments.get(key)
-            outcome = converge(self.applier, f"Deployment/{name}", desired, live, policy)
+            outcome = self._converge_deployment(key, myapp, policy)
         except (APIError, ValueError) as e:
             error = str(e)
             self.events.emit(myapp, "Warning", "ApplyFailed", error)
@@ -208,10 +188,7 @@ class Controller:
                 raise
             failure = e
         if outcome is not None:
-            if outcome.live is not None and outcome.action != "unchanged":
-                self.deployments.observe(outcome.live)
             items += outcome.drift
-            self._record_action(myapp, outcome)
         if outcome is not None and outcome.action == "created" and self._threads and strict:
             # a Deployment created by a sync pass while the workers run: its status
             # moves through Pending and Progressing within seconds, and each step
@@ -222,6 +199,43 @@ class Controller:
             self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
         if strict and failure is not None:
             raise failure
+        return outcome
+
+    def _policy(self, myapp: Obj) -> Policy:
+        spec = myapp.get("spec") or {}
+        return Policy(
+            correct=(spec.get("driftPolicy") or self.config.default_policy) == "correct",
+            suspended=bool(spec.get("suspend")),
+            force_managers=self.config.force_managers,
+            field_manager=self.config.field_manager,
+        )
+
+    def _converge_myapp(
+        self, key: str, myapp: Obj, policy: Policy
+    ) -> tuple[Obj, list[driftlib.DriftItem]]:
+        """The live MyApp against Git, when Git declares it (not in operator-only use)."""
+        git = self.git.get(key)
+        if git is None:
+            return myapp, []
+        name = key.split("/", 1)[1]
+        # suspend stops the Deployment, not the comparison of the MyApp with Git
+        mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
+        res = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
+        if res.corrected:
+            fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)
+            self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
+        if res.action != "unchanged" and res.live is not None:
+            myapp = res.live
+        return myapp, list(res.drift)
+
+    def _converge_deployment(self, key: str, myapp: Obj, policy: Policy) -> Outcome:
+        name = key.split("/", 1)[1]
+        outcome = converge(
+            self.applier, f"Deployment/{name}", render(myapp), self.deployments.get(key), policy
+        )
+        if outcome.live is not None and outcome.action != "unchanged":
+            self.deployments.observe(outcome.live)
+        self._record_action(myapp, outcome)
         return outcome
 
     def _record_action(self, myapp: Obj, outcome: Outcome) -> None:

@@ -148,10 +148,15 @@ class Syncer:
             result.objects.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
-            result.errors.append("the sync was interrupted by shutdown")
+            result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
             result.prune_skipped = "the sync was interrupted; nothing is pruned"
             self._record(result, start)
             return result
+        if loaded.ok:
+            # what left Git is no longer held to Git (pruned or not); while a file is
+            # broken, what it declared may be in it, so nothing is let go
+            for key in set(self.controller.git) - set(desired):
+                self.controller.git.pop(key, None)
         self._prune(result, set(desired), loaded.ok)
         self._record(result, start)
         return result

@@ -11,6 +11,7 @@ import pytest
 
 from gitsync.apply import path_of
 from gitsync.controller import Controller
+from gitsync.daemon import Daemon, DaemonOptions
 from gitsync.kube import Kube, resource_path
 from gitsync.source import Credentials, GitSource, open_source
 from gitsync.state import StateWriter
@@ -287,8 +288,15 @@ def test_credentials_never_leak(
     )
     result = bad.run()
     assert not result.ok
+    # the same failing pass through the daemon, for its metrics
+    daemon = Daemon(controller, bad, DaemonOptions(listen="127.0.0.1:0", leader_elect=False))
+    daemon.sync_once()
+    daemon.export_requests()
+    metrics = daemon.metrics.render()
+    daemon.http.server_close()
+    assert 'gitsync_sync_total{result="failure"} 1' in metrics
     secrets = (http_git.token, wrong.read_text())
-    texts = [caplog.text, *result.errors, repr(result)]
+    texts = [caplog.text, *result.errors, repr(result), metrics]
     texts.append(str(StateWriter(kube, namespace).read()))
     texts.append(str(kube.list(resource_path("v1", "events", namespace))))
     texts.append(str(get(kube, "MyApp", namespace, "sec")))
