@@ -42,6 +42,7 @@ from bench.common import (
 )
 from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
+from gitsync.converge import stamped
 from gitsync.kube import Kube
 from gitsync.render import render
 from gitsync.source import GitSource, open_source
@@ -183,7 +184,7 @@ def live_manifest(c: Controller, tmp: Path) -> Path:
     docs: list[Any] = []
     for key, body in sorted(c.git.items()):
         live = c.myapps.get(key)
-        docs += [body, render(live or body)]
+        docs += [stamped(body), stamped(render(live or body))]
     path = tmp / "synced.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     return path

@@ -29,7 +29,6 @@ from gitsync.api import (
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
-    SOURCE_LABEL,
     Obj,
 )
 from gitsync.apply import path_of
@@ -50,7 +49,7 @@ from gitsync.plan import plan
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, myapp_body
+from gitsync.sync import Syncer, SyncOptions, myapp_body, tracked_by
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -286,6 +285,8 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @source_options(required=True)
 @output_option
 @opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
+@opt("--allow-empty", env="ALLOW_EMPTY", is_flag=True, help="As for sync.")
+@opt("--prune-max-fraction", env="PRUNE_MAX_FRACTION", type=float, default=0.5, show_default=True)
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
@@ -305,12 +306,16 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         click.echo(f"error: {err}", err=True)
     label = prune.source_label_value(kw["instance_repo"] or kw["repo"], kw["path"])
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
-    tracked = [
-        k
-        for k, o in myapps.items()
-        if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == label
-    ]
-    pplan = prune.plan_prune(desired, tracked, enabled=kw["prune"], manifests_ok=loaded.ok)
+    tracked = tracked_by(myapps.values(), label)
+    # the same guards as a sync, so the preview says what the sync will do
+    pplan = prune.plan_prune(
+        desired,
+        tracked,
+        enabled=kw["prune"],
+        manifests_ok=loaded.ok,
+        allow_empty=kw["allow_empty"],
+        max_fraction=kw["prune_max_fraction"],
+    )
     changes = plan(desired, myapps, deployments, pplan.delete)
     use_color = sys.stdout.isatty() if color is None else color
     if output == "text":
@@ -329,7 +334,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
             },
             output,
         )
-    sys.exit(2 if loaded.errors and not loaded.apps else (1 if changes.differs else 0))
+    # a broken manifest is an error even when the rest is unchanged: CI must not pass it
+    sys.exit(2 if loaded.errors else (1 if changes.differs else 0))
 
 
 @main.command()

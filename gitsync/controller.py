@@ -25,7 +25,7 @@ from gitsync.api import (
     MANAGED_BY_LABEL,
     DriftPolicy,
     Obj,
-    subject,
+    key_of,
 )
 from gitsync.apply import Applier, path_of
 from gitsync.converge import Outcome, Policy, converge
@@ -80,9 +80,10 @@ class Controller:
         self._threads: list[threading.Thread] = []
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks: dict[str, threading.Lock] = {}
+        self._last_error: dict[str, str] = {}
         self._locks_lock = threading.Lock()
         self.reconciles = 0
-        self.myapps.add_handler(lambda _t, obj: self.queue.add(_key(obj)))
+        self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj)))
         self.deployments.add_handler(self._on_deployment)
 
     # --- lifecycle -----------------------------------------------------------
@@ -117,7 +118,7 @@ class Controller:
     def resync(self) -> None:
         """Enqueue every MyApp (on becoming leader, or after a sync)."""
         for obj in self.myapps.items():
-            self.queue.add(_key(obj))
+            self.queue.add(key_of(obj))
 
     # --- queue ---------------------------------------------------------------
 
@@ -146,6 +147,10 @@ class Controller:
         except GitsyncError as e:
             delay = self.queue.add_rate_limited(key)
             log.warning("reconcile failed: %s; retry in %.1fs", e, delay, extra={"key": key})
+        except Exception:
+            # a bug must not end the worker (the operator would stop without a word)
+            delay = self.queue.add_rate_limited(key)
+            log.exception("reconcile crashed; retry in %.1fs", delay, extra={"key": key})
         else:
             self.queue.forget(key)
 
@@ -157,38 +162,82 @@ class Controller:
         """Level-based: reads the caches, writes only what differs.
 
         A permanent failure to apply the Deployment is recorded in status and an
-        Event; with ``strict`` (a sync pass) it is raised too, so the pass fails."""
-        with self._locks_lock:
-            lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:
-            return self._reconcile(key, sync, strict)
+        Event; with ``strict`` it is raised too."""
+        with self._lock_for(key):
+            myapp = self.myapps.get(key)
+            if myapp is None or myapp["metadata"].get("deletionTimestamp"):
+                self._forget(key)
+                return None  # the garbage collector takes the Deployment
+            converged, items, _ = self._converge_myapp(key, myapp)
+            return self._reconcile(key, converged or myapp, items, sync, strict)
 
-    def _reconcile(self, key: str, sync: statuslib.SyncInfo | None, strict: bool) -> Outcome | None:
+    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
+        """A sync pass's step for one MyApp: the MyApp as Git declares it, then its
+        Deployment and status. Returns what happened to the MyApp; raises when the
+        MyApp or its Deployment cannot be applied."""
+        with self._lock_for(key):
+            self.git[key] = body
+            try:
+                myapp, items, action = self._converge_myapp(key, self.myapps.get(key))
+                assert myapp is not None  # converge created it
+                # the revision a MyApp reports is the one that last changed it
+                sync = statuslib.source_for(action != "unchanged", myapp, sync)
+                self._reconcile(key, myapp, items, sync, strict=True)
+            except (GitsyncError, ValueError) as e:
+                self._sync_failed(key, sync, str(e))
+                raise
+            return action
+
+    def _sync_failed(self, key: str, sync: statuslib.SyncInfo, error: str) -> None:
+        """Synced=False on the MyApp (when it exists) says this revision did not apply."""
+        failed = statuslib.SyncInfo(sync.revision, sync.path, sync.time, ok=False, message=error)
+        self.sync_info[key] = failed
+        live = self.myapps.get(key)
+        if live is None:
+            return
+        try:
+            self._write_status(live, self.deployments.get(key), [], failed, error)
+        except GitsyncError as e:
+            log.warning("could not record the failure in status: %s", e, extra={"key": key})
+
+    def _lock_for(self, key: str) -> threading.Lock:
+        # the sync pass reconciles outside the queue: one key is never done twice at once
+        with self._locks_lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _forget(self, key: str) -> None:
+        self._signatures.pop(key, None)
+        self._last_error.pop(key, None)
+        with self._locks_lock:
+            self._key_locks.pop(key, None)
+
+    def _reconcile(
+        self,
+        key: str,
+        myapp: Obj,
+        items: list[driftlib.DriftItem],
+        sync: statuslib.SyncInfo | None,
+        strict: bool,
+    ) -> Outcome | None:
         self.reconciles += 1
         if sync is not None:
             self.sync_info[key] = sync
         sync = self.sync_info.get(key)
-        myapp = self.myapps.get(key)
-        if myapp is None or myapp["metadata"].get("deletionTimestamp"):
-            self._signatures.pop(key, None)
-            with self._locks_lock:
-                self._key_locks.pop(key, None)
-            return None  # the garbage collector takes the Deployment
-        policy = self._policy(myapp)
-        myapp, items = self._converge_myapp(key, myapp, policy)
         error = ""
         failure: Exception | None = None
         outcome: Outcome | None = None
         try:
-            outcome = self._converge_deployment(key, myapp, policy)
+            outcome = self._converge_deployment(key, myapp, self._policy(myapp))
         except (APIError, ValueError) as e:
             error = str(e)
-            self.events.emit(myapp, "Warning", "ApplyFailed", error)
+            self._report_error(key, myapp, error)
             if isinstance(e, APIError) and e.temporary:
                 raise
             failure = e
+        else:
+            self._last_error.pop(key, None)
         if outcome is not None:
-            items += outcome.drift
+            items = items + outcome.drift
         if outcome is not None and outcome.action == "created" and self._threads and strict:
             # a Deployment created by a sync pass while the workers run: its status
             # moves through Pending and Progressing within seconds, and each step
@@ -201,6 +250,12 @@ class Controller:
             raise failure
         return outcome
 
+    def _report_error(self, key: str, myapp: Obj, error: str) -> None:
+        # one Event per distinct error, not one per retry
+        if self._last_error.get(key) != error:
+            self._last_error[key] = error
+            self.events.emit(myapp, "Warning", "ApplyFailed", error)
+
     def _policy(self, myapp: Obj) -> Policy:
         spec = myapp.get("spec") or {}
         return Policy(
@@ -211,22 +266,26 @@ class Controller:
         )
 
     def _converge_myapp(
-        self, key: str, myapp: Obj, policy: Policy
-    ) -> tuple[Obj, list[driftlib.DriftItem]]:
-        """The live MyApp against Git, when Git declares it (not in operator-only use)."""
+        self, key: str, myapp: Obj | None
+    ) -> tuple[Obj | None, list[driftlib.DriftItem], str]:
+        """The live MyApp against Git, when Git declares it (not in operator-only use).
+        The drift policy is the one Git gives the MyApp: an edit of the live
+        driftPolicy is itself drift, not a way around it."""
         git = self.git.get(key)
         if git is None:
-            return myapp, []
+            return myapp, [], "unchanged"
         name = key.split("/", 1)[1]
+        policy = self._policy(git)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
         mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
         res = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
-        if res.corrected:
+        if res.corrected and myapp is not None:
             fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)
             self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
         if res.action != "unchanged" and res.live is not None:
             myapp = res.live
-        return myapp, list(res.drift)
+            self.myapps.observe(res.live)
+        return myapp, list(res.drift), res.action
 
     def _converge_deployment(self, key: str, myapp: Obj, policy: Policy) -> Outcome:
         name = key.split("/", 1)[1]
@@ -267,7 +326,11 @@ class Controller:
         entries = driftlib.status_entries(items)
         new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
         signature = driftlib.drift_signature(items)
-        if signature != self._signatures.get(key, frozenset()):
+        if key not in self._signatures:
+            # after a restart or a failover, what status already says was announced
+            recorded = (myapp.get("status") or {}).get("drift") or []
+            self._signatures[key] = frozenset((d.get("object"), d.get("path")) for d in recorded)
+        if signature != self._signatures[key]:
             self._signatures[key] = signature
             if items:
                 paths = ", ".join(f"{i.object} {i.path} (by {i.manager})" for i in items[:5])
@@ -280,13 +343,3 @@ class Controller:
         # ahead of the watch event: the next reconcile compares with what we wrote
         self.myapps.observe(written)
         log.debug("status written", extra={"key": key})
-
-
-def _key(obj: Obj) -> str:
-    meta = obj.get("metadata", {})
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def subject_for(key: str) -> str:
-    ns, name = key.split("/", 1)
-    return subject(KIND, ns, name)

@@ -16,12 +16,14 @@ owns the live value in managedFields:
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
 
 from gitsync import drift as driftlib
-from gitsync.api import Obj
+from gitsync.api import APPLIED_ANNOTATION, Obj
 from gitsync.apply import Applier
 from gitsync.diff import strip_server_fields
 from gitsync.managedfields import Path
@@ -48,6 +50,7 @@ class Policy:
 
 
 def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
+    desired = stamped(desired)
     if live is None:
         if p.suspended:
             return Outcome("unchanged", None)
@@ -62,8 +65,7 @@ def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Po
     )
     if not items:
         return Outcome("unchanged", live)
-    ours = [i for i in items if i.manager in (None, p.field_manager)]
-    foreign = [i for i in items if i not in ours]
+    ours, foreign = _split(items, p, moved=_stamp(live) != _stamp(desired))
     takeback = [i for i in foreign if not i.conflict] if p.correct else []
     leave = [i for i in foreign if i not in takeback]
     if p.suspended or not (ours or takeback):
@@ -76,6 +78,39 @@ def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Po
         return Outcome("unchanged", live)
     applied = applier.apply(body, force=bool(takeback))
     return Outcome("configured", applied, leave, takeback)
+
+
+def stamped(desired: Obj) -> Obj:
+    """``desired`` with the hash of itself in an annotation. Live carrying the same
+    hash means the desired state has not moved since it was applied, so every
+    difference is drift, even one no manager owns (a field removed by hand leaves
+    its nearest owned parent, ours, as the only owner in managedFields)."""
+    digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+    meta = desired.get("metadata", {})
+    annotations = {**(meta.get("annotations") or {}), APPLIED_ANNOTATION: digest}
+    return {**desired, "metadata": {**meta, "annotations": annotations}}
+
+
+def _stamp(obj: Obj) -> str | None:
+    return (obj.get("metadata", {}).get("annotations") or {}).get(APPLIED_ANNOTATION)
+
+
+def _split(
+    items: list[driftlib.DriftItem], p: Policy, *, moved: bool
+) -> tuple[list[driftlib.DriftItem], list[driftlib.DriftItem]]:
+    """(the desired state moved: apply) and (drift: by policy)."""
+    if moved:
+        ours = [i for i in items if i.manager in (None, p.field_manager)]
+        return ours, [i for i in items if i not in ours]
+    # nothing moved on our side: a difference under our name was made by someone
+    # we cannot name (a removal); it is drift like any other, never a conflict
+    unknown = [
+        dataclasses.replace(i, manager=None, operation=None, conflict=False)
+        if i.manager == p.field_manager
+        else i
+        for i in items
+    ]
+    return [], unknown
 
 
 def _confirmed(applier: Applier, body: Obj, live: Obj) -> bool:

@@ -23,7 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from gitsync import metrics as metricslib
 from gitsync import webhook
 from gitsync.controller import Controller
-from gitsync.errors import GitsyncError
+from gitsync.errors import ConfigError, GitsyncError
 from gitsync.leader import LeaderElector
 from gitsync.sync import Syncer
 
@@ -70,7 +70,10 @@ class Daemon:
             controller.is_leader = self.leader.is_leader
             self.leader.on_sync_request = self.trigger
         self.scheduler = BackgroundScheduler(timezone=dt.UTC)
-        self.http = ThreadingHTTPServer(_address(options.listen), _handler_for(self))
+        try:
+            self.http = ThreadingHTTPServer(_address(options.listen), _handler_for(self))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e
         self.http.daemon_threads = True
 
     # --- lifecycle ---------------------------------------------------------------
@@ -176,6 +179,11 @@ class Daemon:
                 log.error("sync failed: %s", e)
                 self.metrics.inc("gitsync_sync_total", result="failure")
                 return
+            except Exception:
+                # a bug in one pass must not stop the schedule
+                log.exception("sync crashed")
+                self.metrics.inc("gitsync_sync_total", result="failure")
+                return
         m = self.metrics
         m.inc("gitsync_sync_total", result="success" if result.ok else "failure")
         m.observe("gitsync_sync_duration_seconds", result.seconds)
@@ -212,6 +220,7 @@ def _address(listen: str) -> tuple[str, int]:
 def _handler_for(daemon: Daemon) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "gitsync"
+        timeout = 10  # seconds a client may take: a slow one cannot hold a thread for good
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http: " + format, *args)
@@ -240,10 +249,14 @@ def _handler_for(daemon: Daemon) -> type[BaseHTTPRequestHandler]:
             if self.path != "/hooks/git":
                 self._reply(404, "not found\n")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > webhook.MAX_BODY:
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="too_large")
-                self._reply(413, "body too large\n")
+            try:
+                length = int(self.headers.get("Content-Length") or "")
+            except ValueError:
+                length = -1
+            # before any authentication: a length we cannot trust reads nothing
+            if not 0 <= length <= webhook.MAX_BODY or self.headers.get("Transfer-Encoding"):
+                daemon.metrics.inc("gitsync_webhook_requests_total", result="refused")
+                self._reply(413 if length > webhook.MAX_BODY else 411, "bad body length\n")
                 return
             body = self.rfile.read(length)
             headers = {k: v for k, v in self.headers.items()}

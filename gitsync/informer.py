@@ -106,6 +106,11 @@ class Informer:
                 )
                 self._stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
                 backoff = min(backoff * 2, 30.0)
+            except Exception:
+                # anything else (a bad event, a bug) must not stop the cache for good
+                log.exception("informer %s failed; relisting in %.1fs", self.name, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
 
     def _params(self) -> dict[str, str | int | bool]:
         params: dict[str, str | int | bool] = {}
@@ -118,7 +123,13 @@ class Informer:
         params = self._params() | {"limit": self.page_size}
         while True:
             page = self.kube.list(self.path, params=params, subject=self.name)
+            # items of a built-in list carry no apiVersion/kind (watch events do):
+            # fill them in, so a cached object compares equal to a fetched one
+            api_version = page.get("apiVersion", "")
+            kind = str(page.get("kind", "")).removesuffix("List")
             for obj in page.get("items", []):
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
                 items[key_of(obj)] = obj
             cont = page.get("metadata", {}).get("continue")
             if not cont:

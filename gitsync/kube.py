@@ -41,7 +41,6 @@ from gitsync.errors import (
 )
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
-MERGE_PATCH = "application/merge-patch+json"
 Params = Mapping[str, str | int | bool] | None
 
 

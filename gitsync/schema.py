@@ -26,6 +26,7 @@ from gitsync.api import (
     SOURCE_PATH_ANNOTATION,
     Obj,
 )
+from gitsync.quantity import canonical_quantity
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _QUALIFIED_KEY = re.compile(
@@ -231,6 +232,11 @@ def _quantity(amount: object, path: FieldPath, out: Problems) -> None:
     if isinstance(amount, int) and not isinstance(amount, bool) and amount >= 0:
         return
     if isinstance(amount, str) and _QUANTITY.fullmatch(amount):
+        try:
+            # the grammar allows what the API server still refuses (1e2000)
+            canonical_quantity(amount)
+        except ValueError as e:
+            out.append((path, str(e)))
         return
     hint = "; quote it in the YAML" if isinstance(amount, float) else ""
     out.append((path, f"must be a quantity such as 500m, 2, 128Mi, found {_kind(amount)}{hint}"))

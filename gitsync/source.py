@@ -379,7 +379,7 @@ def _check_url(url: str, allow_insecure: bool) -> None:
     if scheme in _INSECURE_SCHEMES and not allow_insecure:
         raise ConfigError(
             f"{scheme}:// is neither authenticated nor encrypted; allow it explicitly"
-            " (allow_insecure / --allow-insecure) to use it"
+            " (--allow-insecure-git) to use it"
         )
     if scheme not in (*_SECURE_SCHEMES, *_INSECURE_SCHEMES) or "::" in url.split("/", 1)[0]:
         raise ConfigError(f"unsupported repository URL scheme {scheme!r}")

@@ -27,6 +27,18 @@ class SyncInfo:
     message: str = ""
 
 
+def source_for(changed: bool, myapp: Obj, info: SyncInfo) -> SyncInfo:
+    """The source a MyApp reports: the commit that last changed it. A commit that
+    leaves a MyApp as it was does not rewrite its status (with N MyApps, stamping
+    each new revision on all of them would cost N writes a commit)."""
+    source = (myapp.get("status") or {}).get("source") or {}
+    if not changed and source.get("path") == info.path and source.get("revision"):
+        return SyncInfo(
+            str(source["revision"]), info.path, str(source.get("lastSyncTime") or info.time)
+        )
+    return info
+
+
 def now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

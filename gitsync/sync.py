@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,10 +24,10 @@ from gitsync.api import (
     SOURCE_LABEL,
     SOURCE_PATH_ANNOTATION,
     Obj,
+    key_of,
     subject,
 )
 from gitsync.controller import Controller
-from gitsync.converge import Outcome, Policy, converge
 from gitsync.errors import APIError, ConfigError, GitsyncError, SourceError
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
@@ -99,6 +100,14 @@ def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
     return body
 
 
+def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
+    return {
+        key_of(o): o
+        for o in myapps
+        if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == source_label
+    }
+
+
 class Syncer:
     def __init__(
         self,
@@ -143,6 +152,9 @@ class Syncer:
             log.error("invalid manifest: %s", err)
         info = SyncInfo(revision=str(rev), path="", time=now())
         desired = {app.key: app for app in loaded.apps}
+        # before applying: MyApps this pass creates must not dilute the prune
+        # guard's fraction (a rename of N apps would otherwise look like N of 2N)
+        tracked = self.tracked()
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
             done = pool.map(lambda app: self._apply(app.key, app, rev, info), desired.values())
             result.objects.extend(o for o in done if o is not None)
@@ -157,7 +169,7 @@ class Syncer:
             # broken, what it declared may be in it, so nothing is let go
             for key in set(self.controller.git) - set(desired):
                 self.controller.git.pop(key, None)
-        self._prune(result, set(desired), loaded.ok)
+        self._prune(result, set(desired), tracked, loaded.ok)
         self._record(result, start)
         return result
 
@@ -186,37 +198,22 @@ class Syncer:
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
         body = myapp_body(app, self.source_label)
-        c = self.controller
-        c.git[key] = body
-        cfg = c.config
-        policy = Policy(True, False, cfg.force_managers, cfg.field_manager)
         try:
-            outcome = converge(c.applier, f"{KIND}/{name}", body, c.myapps.get(key), policy)
-            if outcome.live is not None and outcome.action != "unchanged":
-                c.myapps.observe(outcome.live)
-            c.reconcile(key, sync=self._info(outcome, app, info), strict=True)
+            action = self.controller.apply_from_git(
+                key, body, SyncInfo(info.revision, app.file, info.time)
+            )
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
             return ObjectResult(who, "failed", str(e))
-        return ObjectResult(who, outcome.action)  # type: ignore[arg-type]
+        return ObjectResult(who, action)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _info(outcome: Outcome, app: manifests.DesiredApp, info: SyncInfo) -> SyncInfo:
-        """The revision a MyApp reports is the one that last changed it. A commit
-        that leaves a MyApp as it was does not rewrite its status: with N MyApps,
-        stamping every new revision on all of them would cost N writes a commit."""
-        source = ((outcome.live or {}).get("status") or {}).get("source") or {}
-        if outcome.action == "unchanged" and source.get("path") == app.file:
-            revision = str(source.get("revision") or info.revision)
-            return SyncInfo(revision, app.file, str(source.get("lastSyncTime") or info.time))
-        return SyncInfo(info.revision, app.file, info.time)
+    def tracked(self) -> dict[str, Obj]:
+        """Live MyApps that carry this source instance's label, by key."""
+        return tracked_by(self.controller.myapps.items(), self.source_label)
 
-    def _prune(self, result: SyncResult, desired: set[str], manifests_ok: bool) -> None:
-        tracked = {
-            f"{o['metadata']['namespace']}/{o['metadata']['name']}": o
-            for o in self.controller.myapps.items()
-            if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == self.source_label
-        }
+    def _prune(
+        self, result: SyncResult, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
+    ) -> None:
         plan = prune.plan_prune(
             desired,
             tracked,
@@ -226,8 +223,8 @@ class Syncer:
             max_fraction=self.options.prune_max_fraction,
         )
         if plan.skipped:
-            result.prune_skipped = plan.skipped
-            if set(tracked) - desired:
+            if set(tracked) - desired:  # a skip matters only when something would go
+                result.prune_skipped = plan.skipped
                 log.warning("prune skipped: %s", plan.skipped)
             return
         for key in plan.delete:

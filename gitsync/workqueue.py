@@ -82,14 +82,14 @@ class WorkQueue:
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
             while True:
+                if self._shutdown:
+                    return None  # stop now: what is queued is level-based, it will come back
                 self._promote_delayed()
                 if self._queue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
-                if self._shutdown:
-                    return None
                 if deadline is not None and self._clock() >= deadline:
                     return None
                 self._cond.wait(self._next_wait(deadline))

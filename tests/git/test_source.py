@@ -163,7 +163,7 @@ def test_insecure_transports_need_allow_insecure(
     git_daemon: str, http_git: HttpGit, cache_dir: Path
 ) -> None:
     for url in (git_daemon, http_git.url):
-        with pytest.raises(ConfigError, match="allow_insecure"):
+        with pytest.raises(ConfigError, match="--allow-insecure-git"):
             GitSource(url, "main", cache_dir)
 
 

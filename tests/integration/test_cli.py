@@ -20,7 +20,10 @@ from tests.integration.test_drift import kubectl
 from tests.support import app_yaml, wait_until
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
-WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+# the verbs a client of these resources writes with; the controller-manager's PUTs
+# (revision annotations) and the namespace controller's DELETEs (other tests'
+# namespaces going away) are other components' work in the same window
+WRITE_VERBS = ("POST", "PATCH", "APPLY")
 
 
 def gitsync(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,6 +124,11 @@ def test_diff_previews_prunes_and_errors_exit_2(
     assert "Traceback" not in missing.stderr
     usage = gitsync(kubeconfig, "diff", "--bogus-flag")
     assert usage.returncode == 2
+    # one broken file among unchanged ones is still an error: CI must not pass it
+    (synced / "apps" / "broken.yaml").write_text("kind: [\n")
+    broken = gitsync(kubeconfig, "diff", *common(synced, namespace))
+    assert broken.returncode == 2
+    assert "apps/broken.yaml" in broken.stderr and "Traceback" not in broken.stderr
 
 
 def test_drift_report_exit_codes_and_json(

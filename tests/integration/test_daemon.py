@@ -110,6 +110,8 @@ def test_webhook_with_bad_signature_is_refused_and_runs_nothing(
     assert get(kube, "MyApp", namespace, "sneaky") is None
     _, metrics = webhook_daemon.http("GET", "/metrics")
     assert 'gitsync_webhook_requests_total{result="unauthorized"} 3' in metrics
+    # a length that cannot be trusted is refused before anything is read
+    assert webhook_daemon.http("POST", "/hooks/git", b"", Content_Length="-1")[0] == 411
     ok = webhook_daemon.http("POST", "/hooks/git", body, X_Gitlab_Token=SECRET.decode())
     assert ok[0] == 202
     wait_until(lambda: get(kube, "MyApp", namespace, "sneaky"), timeout=30, what="sneaky")

@@ -7,6 +7,8 @@ import os
 import subprocess
 from typing import Any
 
+import pytest
+
 from gitsync.apply import path_of
 from gitsync.controller import Controller
 from gitsync.kube import Kube, resource_path
@@ -170,3 +172,33 @@ def test_not_drift_foreign_labels_unset_fields_and_equivalent_values(
     assert dep["metadata"]["resourceVersion"] == rv
     assert dep["metadata"]["labels"]["team"] == "payments"
     assert dep["spec"]["revisionHistoryLimit"] == 3
+
+
+@pytest.mark.parametrize("policy", ["report", "correct"])
+def test_a_field_removed_by_hand_is_drift(
+    kube: Kube, namespace: str, controller: Controller, policy: str
+) -> None:
+    env = [{"name": "MODE", "value": "prod"}]
+    start_app(kube, namespace, "rm", replicas=1, env=env, driftPolicy=policy)
+    # what `kubectl edit` sends when the env var is deleted
+    kube.request(
+        "PATCH",
+        path_of("Deployment", namespace, "rm"),
+        params={"fieldManager": "kubectl-edit"},
+        body={"spec": {"template": {"spec": {"containers": [{"name": "app", "env": None}]}}}},
+        content_type="application/strategic-merge-patch+json",
+    )
+
+    def env_of() -> list[object]:
+        dep = get(kube, "Deployment", namespace, "rm") or {}
+        return list(dep["spec"]["template"]["spec"]["containers"][0].get("env") or [])
+
+    if policy == "report":
+        drift = wait_until(lambda: drift_of(kube, namespace, "rm"), what="the removal in status")
+        assert [d["path"] for d in drift] == [
+            "spec.template.spec.containers[name=app].env[name=MODE]"
+        ]
+        assert controller.wait_idle(30)
+        assert env_of() == [], "report must leave the removal as it is"
+    else:
+        wait_until(lambda: env_of() == env, what="the env var to be restored")

@@ -253,6 +253,30 @@ def test_myapp_edited_by_hand_is_drift_from_git(
         ("spec.replicas", 2, 7, "kubectl-patch")
     ]
     assert get(kube, "MyApp", namespace, "keep")["spec"]["replicas"] == 7  # type: ignore[index]
+    # a later sync pass honours the policy too
+    assert actions(s.run()) == {"fix": "unchanged", "keep": "unchanged"}
+    assert get(kube, "MyApp", namespace, "keep")["spec"]["replicas"] == 7  # type: ignore[index]
+
+
+def test_a_rename_does_not_dilute_the_prune_guard(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    # every app renamed: two new, two gone -- all of what was tracked would go
+    upstream.commit(
+        {
+            "apps/a.yaml": None,
+            "apps/b.yaml": None,
+            "apps/a2.yaml": app_yaml(namespace, "a2"),
+            "apps/b2.yaml": app_yaml(namespace, "b2"),
+        }
+    )
+    result = s.run()
+    assert actions(result) == {"a2": "created", "b2": "created"}
+    assert result.prune_skipped is not None and "2 of 2" in result.prune_skipped
+    assert exists(kube, "MyApp", namespace, "a") and exists(kube, "MyApp", namespace, "b")
 
 
 def test_credentials_never_leak(

@@ -63,3 +63,10 @@ def test_shutdown_wakes_blocked_workers() -> None:
     t.join(5)
     assert not t.is_alive()
     assert got == [None]
+
+
+def test_shutdown_hands_out_no_more_keys() -> None:
+    q = WorkQueue()
+    q.add("a")
+    q.shutdown()
+    assert q.get(0) is None
