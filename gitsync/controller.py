@@ -29,7 +29,7 @@ from gitsync.api import (
 )
 from gitsync.apply import Applier, path_of
 from gitsync.converge import Outcome, Policy, converge
-from gitsync.errors import APIError, APITooManyRequestsError, GitsyncError
+from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.events import EventRecorder
 from gitsync.informer import Informer
 from gitsync.kube import Kube, resource_path
@@ -228,10 +228,10 @@ class Controller:
         outcome: Outcome | None = None
         try:
             outcome = self._converge_deployment(key, myapp, self._policy(myapp))
-        except (APIError, ValueError) as e:
+        except (GitsyncError, ValueError) as e:
             error = str(e)
             self._report_error(key, myapp, error)
-            if isinstance(e, APIError) and e.temporary:
+            if isinstance(e, GitsyncError) and e.temporary:
                 raise
             failure = e
         else:
@@ -249,6 +249,24 @@ class Controller:
         if strict and failure is not None:
             raise failure
         return outcome
+
+    def _uncached_deployment(self, key: str, myapp: Obj) -> Obj | None:
+        """A Deployment the cache does not hold: not created yet, not seen yet, or
+        someone else's (the cache holds only those labelled as ours). Asked only
+        when about to create, so steady state still reads nothing."""
+        ns, name = key.split("/", 1)
+        try:
+            found = self.kube.get(path_of("Deployment", ns, name), subject=f"Deployment/{key}")
+        except APINotFoundError:
+            return None
+        uid = myapp["metadata"].get("uid")
+        refs = found.get("metadata", {}).get("ownerReferences") or []
+        if any(r.get("controller") and r.get("uid") == uid for r in refs):
+            return found
+        raise OwnershipError(
+            f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
+            "gitsync does not take it over (rename the MyApp or remove the Deployment)"
+        )
 
     def _report_error(self, key: str, myapp: Obj, error: str) -> None:
         # one Event per distinct error, not one per retry
@@ -289,9 +307,8 @@ class Controller:
 
     def _converge_deployment(self, key: str, myapp: Obj, policy: Policy) -> Outcome:
         name = key.split("/", 1)[1]
-        outcome = converge(
-            self.applier, f"Deployment/{name}", render(myapp), self.deployments.get(key), policy
-        )
+        live = self.deployments.get(key) or self._uncached_deployment(key, myapp)
+        outcome = converge(self.applier, f"Deployment/{name}", render(myapp), live, policy)
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)
         self._record_action(myapp, outcome)

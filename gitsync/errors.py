@@ -117,3 +117,8 @@ class APITimeoutError(APIError):
     """No answer in time, or the connection failed; try again later."""
 
     temporary = True
+
+
+class OwnershipError(GitsyncError):
+    """An object gitsync would create already exists and is not gitsync's: it is
+    never taken over (its owner might lose it to the garbage collector later)."""

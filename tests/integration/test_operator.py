@@ -157,3 +157,38 @@ def test_rendered_deployment_equals_what_the_server_stores(
         "requests": {"cpu": "1", "memory": "1Gi"},
         "limits": {"cpu": "1500m", "memory": "1536Mi"},
     }
+
+
+def test_a_deployment_that_is_not_ours_is_never_taken_over(
+    kube: Kube, namespace: str, controller: Controller
+) -> None:
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "taken", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {
+                "metadata": {"labels": {"app": "theirs"}},
+                "spec": {"containers": [{"name": "theirs", "image": "busybox"}]},
+            },
+        },
+    }
+    kube.create(path_of("Deployment", namespace), theirs)
+    kube.create(path_of("MyApp", namespace), myapp(namespace, "taken"))
+
+    def refused() -> str:
+        app = get(kube, "MyApp", namespace, "taken") or {}
+        conds = (app.get("status") or {}).get("conditions") or []
+        ready: dict[str, object] = next((c for c in conds if c["type"] == "Ready"), {})
+        return str(ready.get("message", "")) if ready.get("status") == "False" else ""
+
+    message = wait_until(refused, what="the refusal in status")
+    assert "is not owned by MyApp" in message
+    dep = get(kube, "Deployment", namespace, "taken")
+    assert dep is not None
+    assert "ownerReferences" not in dep["metadata"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["name"] == "theirs"
+    # (this test's own create shows as an Update by the client's user agent)
+    assert not any(m["operation"] == "Apply" for m in dep["metadata"]["managedFields"])
