@@ -46,7 +46,7 @@ integration: cluster
 test: lint typecheck cluster
 	$(PY) -m pytest tests
 
-demo: cluster
+demo: $(STAMP)
 	$(PY) -m examples.demo
 
 run: cluster

@@ -365,7 +365,7 @@ def _free_port() -> int:
 def main() -> int:
     cluster.up()
     kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
-    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
     out: Results = {"n": N}
     try:

@@ -130,7 +130,7 @@ def myapp_field(ns: str, name: str, jsonpath: str) -> str:
 
 def run_demo(tmp: Path) -> None:
     step("Installing the MyApp CRD and the demo namespaces")
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     kubectl("wait", "--for=condition=Established", "crd/myapps.apps.example.com")
     # a clean slate: what an earlier run left is removed first
     sh(

@@ -17,7 +17,7 @@ def main() -> int:
     cluster.up()
     env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG)}
     kubectl = str(cluster.STATE / "bin" / "kubectl")
-    crds = str(ROOT / "crds")
+    crds = str(ROOT / "crds" / "myapps.apps.example.com.yaml")
     subprocess.run(
         [kubectl, "apply", "--server-side", "--force-conflicts", "-f", crds], env=env, check=True
     )

@@ -452,6 +452,7 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
         return api(server, pki, "GET", "/readyz", timeout=3)[0] == 200
 
     wait_for("kube-apiserver /readyz", apiserver, api_ready, 120)
+    _install_crd(server, pki, apiserver)
 
     kcm = start(
         "kube-controller-manager",
@@ -548,6 +549,26 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
     for p in (sched, kcm, kwok, apiserver, etcd):
         if not _alive(p.pid):
             raise ClusterError(f"{p.name} exited; log {p.log}:\n{log_tail(p.log)}")
+
+
+def _install_crd(server: str, pki: Path, apiserver: Proc) -> None:
+    """The MyApp CRD, before the controller manager starts: its garbage collector
+    learns resource types at start and then only every 30 s, and until it knows
+    MyApps it does not delete the Deployments they own."""
+    import yaml
+
+    crd = yaml.safe_load((ROOT / "crds" / "myapps.apps.example.com.yaml").read_text())
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    status, body = api(server, pki, "POST", path, crd)
+    if status not in (201, 409):
+        raise ClusterError(f"installing the MyApp CRD failed ({status}): {str(body)[:300]}")
+
+    def established() -> bool:
+        _, live = api(server, pki, "GET", f"{path}/{crd['metadata']['name']}")
+        conds = (live.get("status") or {}).get("conditions") or [] if isinstance(live, dict) else []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    wait_for("the MyApp CRD to be established", apiserver, established, 30)
 
 
 def _link_bins(bins: Path) -> None:
