@@ -106,7 +106,10 @@ class Daemon:
             ).start()
         else:
             self._on_leading()
-        self.stop_event.wait()
+        # wake up now and then: a signal delivered to another thread only runs its
+        # Python handler when the main thread next runs, and a bare wait() never does
+        while not self.stop_event.wait(0.5):
+            pass
         log.info("shutting down")
         # wait=True: the sync in progress finishes its current object
         self.scheduler.shutdown(wait=True)

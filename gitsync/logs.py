@@ -47,5 +47,8 @@ def setup(fmt: str = "auto", level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # the libraries' own chatter is not ours to show at info
-    for noisy in ("apscheduler", "urllib3", "kubernetes", "git"):
+    for noisy in ("urllib3", "kubernetes", "git"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # "skipped: maximum number of running instances reached" is by design: a pass
+    # longer than the interval is followed at once by another (see Daemon.trigger)
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
