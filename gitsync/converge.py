@@ -86,6 +86,8 @@ def stamped(desired: Obj) -> Obj:
     difference is drift, even one no manager owns (a field removed by hand leaves
     its nearest owned parent, ours, as the only owner in managedFields)."""
     digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+    # prefixed: a bare digest such as 123e4567... reads as a number to YAML parsers
+    digest = f"sha256:{digest}"
     meta = desired.get("metadata", {})
     annotations = {**(meta.get("annotations") or {}), APPLIED_ANNOTATION: digest}
     return {**desired, "metadata": {**meta, "annotations": annotations}}

@@ -34,7 +34,7 @@ def test_stamp_follows_the_desired_state_and_keeps_user_annotations() -> None:
     one, same = stamped(body), stamped({**body})
     other = stamped({**body, "spec": {"replicas": 2}})
     stamp = one["metadata"]["annotations"][APPLIED_ANNOTATION]
-    assert len(stamp) == 16
+    assert stamp.startswith("sha256:") and len(stamp) == len("sha256:") + 16
     assert same["metadata"]["annotations"][APPLIED_ANNOTATION] == stamp
     assert other["metadata"]["annotations"][APPLIED_ANNOTATION] != stamp
     assert one["metadata"]["annotations"]["team"] == "a"
