@@ -50,13 +50,15 @@ class Policy:
 
 
 def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
-    desired = stamped(desired)
     if live is None:
         if p.suspended:
             return Outcome("unchanged", None)
-        return Outcome("created", applier.apply(desired))
+        return Outcome("created", applier.apply(stamped(desired)))
+    # the fast path first, on the desired state alone: the stamp (a hash of the
+    # whole body) is only needed to explain a difference, never in steady state
     if driftlib.fast_equal(desired, live):
         return Outcome("unchanged", live)
+    desired = stamped(desired)
     items = driftlib.attribute(
         driftlib.drift_items(label, desired, live),
         live.get("metadata", {}).get("managedFields") or [],
