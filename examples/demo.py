@@ -124,8 +124,9 @@ def webhook(port: int) -> int:
         return int(resp.status)
 
 
-def myapp_field(ns: str, name: str, jsonpath: str) -> str:
-    return sh(KUBECTL, "-n", ns, "get", "myapp", name, "-o", f"jsonpath={jsonpath}", check=False)
+def deploy_field(ns: str, name: str, jsonpath: str) -> str:
+    """One field of a Deployment ("" while it does not exist)."""
+    return sh(KUBECTL, "-n", ns, "get", "deploy", name, "-o", f"jsonpath={jsonpath}", check=False)
 
 
 def run_demo(tmp: Path) -> None:
@@ -200,18 +201,8 @@ def run_demo(tmp: Path) -> None:
         wait(
             "image bump applied to the Deployment",
             lambda: (
-                "nginx:1.28"
-                in sh(
-                    KUBECTL,
-                    "-n",
-                    "shop",
-                    "get",
-                    "deploy",
-                    "frontend",
-                    "-o",
-                    "jsonpath={.spec.template.spec.containers[0].image}",
-                    check=False,
-                )
+                deploy_field("shop", "frontend", "{.spec.template.spec.containers[0].image}")
+                == "nginx:1.28"
             ),
         )
         wait(
@@ -227,20 +218,7 @@ def run_demo(tmp: Path) -> None:
         kubectl("-n", "shop", "scale", "deployment/frontend", "--replicas=5")
         wait(
             "replicas back to 2",
-            lambda: (
-                sh(
-                    KUBECTL,
-                    "-n",
-                    "shop",
-                    "get",
-                    "deploy",
-                    "frontend",
-                    "-o",
-                    "jsonpath={.spec.replicas}",
-                    check=False,
-                )
-                == "2"
-            ),
+            lambda: deploy_field("shop", "frontend", "{.spec.replicas}") == "2",
         )
         step("gitsync drift: the cluster drift report")
         print(sh(GITSYNC, "drift", check=False))

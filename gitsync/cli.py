@@ -30,6 +30,7 @@ from gitsync.api import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     Obj,
+    key_of,
 )
 from gitsync.apply import path_of
 from gitsync.cli_options import (
@@ -277,7 +278,7 @@ def run(**kw: Any) -> None:
 def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
     params = {"labelSelector": selector} if selector else None
     items = kube.list(path, params=params).get("items", [])
-    return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in items}
+    return {key_of(o): o for o in items}
 
 
 @main.command()

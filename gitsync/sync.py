@@ -156,7 +156,7 @@ class Syncer:
         # guard's fraction (a rename of N apps would otherwise look like N of 2N)
         tracked = self.tracked()
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-            done = pool.map(lambda app: self._apply(app.key, app, rev, info), desired.values())
+            done = pool.map(lambda app: self._apply(app.key, app, info), desired.values())
             result.objects.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
@@ -187,9 +187,7 @@ class Syncer:
         self._loaded = (rev.sha, loaded)
         return loaded
 
-    def _apply(
-        self, key: str, app: manifests.DesiredApp, rev: Revision, info: SyncInfo
-    ) -> ObjectResult | None:
+    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> ObjectResult | None:
         if self.cancel.is_set() or not self.controller.is_leader():
             # shutting down, or no longer leader: finish the objects in flight, start
             # no more (the pass then counts as interrupted and prunes nothing)
@@ -236,7 +234,7 @@ class Syncer:
             except APIError as e:
                 result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
                 continue
-            self.controller.git.pop(key, None)
+            # (no longer held to Git: run() let go of what left it before pruning)
             self.controller.sync_info.pop(key, None)
             result.objects.append(ObjectResult(who, "pruned"))
             log.info("pruned", extra={"key": key})
