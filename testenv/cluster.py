@@ -432,6 +432,9 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
             "--authorization-mode=RBAC",
+            # as on OpenShift: setting blockOwnerDeletion needs update on the
+            # owner's finalizers, which the RBAC tests must prove gitsync has
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--allow-privileged=true",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -598,6 +598,7 @@ CASES: dict[tuple[str, str, str], Case] = {
     ("apps.example.com", "myapps", "patch"): Case("sync", Scenario.change_image),
     ("apps.example.com", "myapps", "delete"): Case("sync", Scenario.remove_app),
     ("apps.example.com", "myapps/status", "patch"): Case("sync", Scenario.change_replicas),
+    ("apps.example.com", "myapps/finalizers", "update"): Case("sync", Scenario.new_app),
     ("apps", "deployments", "get"): Case("sync", Scenario.new_app),
     ("apps", "deployments", "list"): Case("run"),
     ("apps", "deployments", "watch"): Case("run"),
