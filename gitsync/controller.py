@@ -32,6 +32,7 @@ from gitsync.converge import Outcome, Policy, converge
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.events import EventRecorder
 from gitsync.informer import Informer
+from gitsync.keylock import KeyLocks
 from gitsync.kube import Kube, resource_path
 from gitsync.render import render
 from gitsync.workqueue import WorkQueue
@@ -79,9 +80,8 @@ class Controller:
         self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
         self._threads: list[threading.Thread] = []
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
-        self._key_locks: dict[str, threading.Lock] = {}
+        self._key_locks = KeyLocks()
         self._last_error: dict[str, str] = {}
-        self._locks_lock = threading.Lock()
         self.reconciles = 0
         self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj)))
         self.deployments.add_handler(self._on_deployment)
@@ -163,7 +163,7 @@ class Controller:
 
         A permanent failure to apply the Deployment is recorded in status and an
         Event; with ``strict`` it is raised too."""
-        with self._lock_for(key):
+        with self._key_locks.hold(key):
             myapp = self.myapps.get(key)
             if myapp is None or myapp["metadata"].get("deletionTimestamp"):
                 self._forget(key)
@@ -175,7 +175,7 @@ class Controller:
         """A sync pass's step for one MyApp: the MyApp as Git declares it, then its
         Deployment and status. Returns what happened to the MyApp; raises when the
         MyApp or its Deployment cannot be applied."""
-        with self._lock_for(key):
+        with self._key_locks.hold(key):
             self.git[key] = body
             try:
                 myapp, items, action = self._converge_myapp(key, self.myapps.get(key))
@@ -200,16 +200,11 @@ class Controller:
         except GitsyncError as e:
             log.warning("could not record the failure in status: %s", e, extra={"key": key})
 
-    def _lock_for(self, key: str) -> threading.Lock:
-        # the sync pass reconciles outside the queue: one key is never done twice at once
-        with self._locks_lock:
-            return self._key_locks.setdefault(key, threading.Lock())
-
     def _forget(self, key: str) -> None:
+        # (the key's lock is not ours to drop: the caller holds it, and KeyLocks
+        # lets it go once no thread holds or waits for it)
         self._signatures.pop(key, None)
         self._last_error.pop(key, None)
-        with self._locks_lock:
-            self._key_locks.pop(key, None)
 
     def _reconcile(
         self,
