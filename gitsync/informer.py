@@ -8,6 +8,14 @@ and puts no client-side timeout on its watch (a half-open connection hangs it
 for good). This one is small: list, then watch from the list's
 resourceVersion with bookmarks and a server ``timeoutSeconds`` bounded by a
 client read timeout; 410 Gone (or any broken stream) relists.
+
+``observe`` lets a writer put its reply in the cache ahead of the watch event;
+it must never bring back what the watch already deleted (a reply can arrive
+after the DELETED event of the same object). Two proofs of "gone", both
+bounded in memory: the resourceVersion up to which the cache is known
+complete (a reply no newer than it, whose key the cache lacks, is of an
+object deleted since), and a tombstone per deleted key (its uid and deletion
+resourceVersion) for resourceVersions that do not compare as integers.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from gitsync.api import Obj, key_of
@@ -29,6 +39,16 @@ Handler = Callable[[EventType, Obj], None]
 
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
+#: how long a deleted key's tombstone is kept: far longer than any write reply can
+#: take to reach ``observe`` (every request has a timeout well under a minute)
+TOMBSTONE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class _Tombstone:
+    uid: str
+    resource_version: str  # of the deletion
+    at: float
 
 
 class Informer:
@@ -42,6 +62,7 @@ class Informer:
         label_selector: str | None = None,
         name: str = "",
         page_size: int = 500,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
         self.path = path
@@ -49,6 +70,11 @@ class Informer:
         self.name = name or path
         self.page_size = page_size
         self.cache: dict[str, Obj] = {}
+        #: the cache holds every object as of this resourceVersion (list, event, bookmark)
+        self._complete_at = ""
+        #: deleted keys, oldest first
+        self._tombstones: dict[str, _Tombstone] = {}
+        self._clock = clock
         self.synced = threading.Event()
         self._handlers: list[Handler] = []
         self._lock = threading.Lock()
@@ -65,11 +91,45 @@ class Informer:
 
     def observe(self, obj: Obj) -> None:
         """Put an object we just wrote into the cache ahead of its watch event,
-        so the next step of the same pass sees it (its uid, for ownerReferences)."""
+        so the next step of the same pass sees it (its uid, for ownerReferences).
+        A reply about an object the watch has since deleted is dropped."""
+        key = key_of(obj)
         with self._lock:
-            old = self.cache.get(key_of(obj))
-            if old is None or _newer(obj, old):
-                self.cache[key_of(obj)] = obj
+            old = self.cache.get(key)
+            fresh = not self._deleted(key, obj) if old is None else _newer(obj, old)
+            if fresh:
+                self.cache[key] = obj
+
+    def tombstones(self) -> int:
+        """How many deleted keys are remembered (bounded: see ``_bury``)."""
+        with self._lock:
+            return len(self._tombstones)
+
+    def _deleted(self, key: str, obj: Obj) -> bool:
+        """Whether ``obj``, absent from the cache, is known to be deleted since."""
+        rv = _rv(obj)
+        if _not_after(rv, self._complete_at):
+            # the cache was complete at a later version and lacks the key: the
+            # object was deleted (or left our label selector) since this reply
+            return True
+        stone = self._tombstones.get(key)
+        if stone is None:
+            return False
+        # a uid is never reused: once deleted, that object never comes back
+        same_object = bool(stone.uid) and stone.uid == _uid(obj)
+        return same_object or _not_after(rv, stone.resource_version)
+
+    def _bury(self, key: str, obj: Obj, resource_version: str) -> None:
+        """Remember a deleted key; drop tombstones older than any reply in flight.
+        Called with ``_lock`` held."""
+        now = self._clock()
+        self._tombstones.pop(key, None)  # re-inserted last: the dict stays oldest first
+        self._tombstones[key] = _Tombstone(_uid(obj), resource_version, now)
+        while self._tombstones:
+            oldest = next(iter(self._tombstones))
+            if now - self._tombstones[oldest].at <= TOMBSTONE_SECONDS:
+                break
+            del self._tombstones[oldest]
 
     def items(self) -> list[Obj]:
         with self._lock:
@@ -137,15 +197,29 @@ class Informer:
             params["continue"] = cont
         rv = str(page.get("metadata", {}).get("resourceVersion", ""))
         self.relists += 1
-        self._replace(items)
+        self._replace(items, rv)
         return rv
 
-    def _replace(self, items: dict[str, Obj]) -> None:
+    def _replace(self, items: dict[str, Obj], rv: str) -> None:
+        gone: list[Obj] = []
         with self._lock:
             old, self.cache = self.cache, items
-        for key, obj in old.items():
-            if key not in items:
-                self._notify("DELETED", obj)
+            self._complete_at = rv
+            # the list is the whole truth at ``rv``: older tombstones are not needed
+            # with integer resourceVersions; only what vanished since is kept
+            self._tombstones.clear()
+            for key, obj in old.items():
+                if key in items:
+                    continue
+                if _after(_rv(obj), rv):
+                    # written (and observed) after the list was taken: not gone; the
+                    # watch from ``rv`` brings its next change, its deletion included
+                    items[key] = obj
+                else:
+                    self._bury(key, obj, rv)
+                    gone.append(obj)
+        for obj in gone:
+            self._notify("DELETED", obj)
         for key, obj in items.items():
             prev = old.get(key)
             if prev is None:
@@ -178,15 +252,20 @@ class Informer:
                     return
                 rv = str(obj.get("metadata", {}).get("resourceVersion", rv))
                 if kind == "BOOKMARK":
+                    with self._lock:
+                        self._complete_at = rv
                     continue
                 self._apply_event(kind, obj)
 
     def _apply_event(self, kind: object, obj: Obj) -> None:
         key = key_of(obj)
         with self._lock:
+            self._complete_at = _rv(obj)
             if kind == "DELETED":
                 self.cache.pop(key, None)
+                self._bury(key, obj, _rv(obj))  # a DELETED event carries the deletion's RV
             else:
+                self._tombstones.pop(key, None)  # present again: the cache entry says enough
                 old = self.cache.get(key)
                 if old is not None and _newer(old, obj):
                     return  # we already hold a newer copy (one we wrote, see observe)
@@ -216,5 +295,18 @@ def _newer(a: Obj, b: Obj) -> bool:
     return False
 
 
+def _not_after(a: str, b: str) -> bool:
+    """``a`` is known to be no later than ``b`` (both etcd's integer resourceVersions)."""
+    return a.isdigit() and b.isdigit() and int(a) <= int(b)
+
+
+def _after(a: str, b: str) -> bool:
+    return a.isdigit() and b.isdigit() and int(a) > int(b)
+
+
 def _rv(obj: Obj) -> str:
     return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+def _uid(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("uid", ""))

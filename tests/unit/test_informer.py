@@ -1,0 +1,223 @@
+"""The informer against a scripted list/watch API: what a watch deleted stays deleted."""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+
+from gitsync.api import Obj
+from gitsync.informer import TOMBSTONE_SECONDS, Informer
+from gitsync.kube import Kube
+
+KEY = "ns/web"
+
+
+def cm(name: str, rv: int | str, uid: str = "uid-1") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"namespace": "ns", "name": name, "uid": uid, "resourceVersion": str(rv)},
+    }
+
+
+class FakeAPI:
+    """``list`` answers with ``items`` at ``list_rv``; each watch yields what is ``push``ed
+    until an ERROR (410 Gone) event ends it, after which the informer lists again."""
+
+    def __init__(self, items: list[Obj], list_rv: int) -> None:
+        self.items = items
+        self.list_rv = list_rv
+        self.lists = 0
+        #: runs while a list is in flight (after its snapshot, before its reply)
+        self.during_list: Callable[[], None] = lambda: None
+        self.events: queue.Queue[Obj] = queue.Queue()
+
+    def list(self, path: str, *, params: Any = None, subject: str = "") -> Obj:
+        self.lists += 1
+        self.during_list()
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": str(self.list_rv)},
+            "items": copy.deepcopy(self.items),
+        }
+
+    def stream(
+        self, path: str, *, params: Any = None, subject: str = "", read_timeout: float = 60.0
+    ) -> Iterator[Obj]:
+        while True:
+            try:
+                event = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            yield event
+            if event["type"] == "ERROR":
+                return
+
+    def push(self, kind: str, obj: Obj) -> None:
+        self.events.put({"type": kind, "object": obj})
+
+    def expire_watch(self) -> None:
+        self.events.put({"type": "ERROR", "object": {"code": 410, "message": "too old"}})
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, kind: str, obj: Obj) -> None:
+        with self._cond:
+            self.seen.append((kind, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
+            self._cond.notify_all()
+
+    def wait_for(self, event: tuple[str, str, str]) -> None:
+        with self._cond:
+            assert self._cond.wait_for(lambda: event in self.seen, 5), self.seen
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def started() -> Iterator[Callable[..., tuple[Informer, FakeAPI, Recorder]]]:
+    informers: list[Informer] = []
+
+    def start(
+        items: list[Obj], list_rv: int, clock: Callable[[], float] = time.monotonic
+    ) -> tuple[Informer, FakeAPI, Recorder]:
+        api = FakeAPI(items, list_rv)
+        inf = Informer(cast(Kube, api), "/api/v1/configmaps", name="test", clock=clock)
+        rec = Recorder()
+        inf.add_handler(rec)
+        inf.start()
+        assert inf.wait_synced(5)
+        informers.append(inf)
+        return inf, api, rec
+
+    yield start
+    for inf in informers:
+        inf.stop()
+
+
+def test_observe_after_the_watch_deleted_the_object_does_not_bring_it_back(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    written = cm("web", 11)  # the reply to our write, still on its way back to the caller
+    api.push("MODIFIED", written)
+    api.push("DELETED", cm("web", 12))
+    rec.wait_for(("DELETED", "web", "12"))
+    inf.observe(written)
+    assert inf.get(KEY) is None
+    assert inf.items() == []
+
+
+def test_a_deleted_object_stays_deleted_even_with_opaque_resource_versions(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    # resourceVersions are opaque: the uid alone proves the reply is of the deleted object
+    inf, api, rec = started([cm("web", "a")], 10)
+    api.push("DELETED", cm("web", "b"))
+    rec.wait_for(("DELETED", "web", "b"))
+    inf.observe(cm("web", "c"))
+    assert inf.get(KEY) is None
+
+
+def test_a_recreated_object_is_cached_again(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    api.push("DELETED", cm("web", 12))
+    rec.wait_for(("DELETED", "web", "12"))
+    # a write that created the object again is seen before its watch event...
+    inf.observe(cm("web", 13, uid="uid-2"))
+    assert inf.get(KEY) == cm("web", 13, uid="uid-2")
+    # ...and its later versions from the watch replace it
+    api.push("ADDED", cm("web", 13, uid="uid-2"))
+    api.push("MODIFIED", cm("web", 14, uid="uid-2"))
+    rec.wait_for(("MODIFIED", "web", "14"))
+    assert inf.get(KEY) == cm("web", 14, uid="uid-2")
+
+
+def test_observe_still_puts_a_fresh_write_ahead_of_its_watch_event(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, _api, _rec = started([], 10)
+    inf.observe(cm("new", 11))
+    assert inf.get("ns/new") == cm("new", 11)
+    inf.observe(cm("new", 12))
+    assert inf.get("ns/new") == cm("new", 12)
+    inf.observe(cm("new", 11))  # an older reply does not replace a newer one
+    assert inf.get("ns/new") == cm("new", 12)
+
+
+def test_an_object_deleted_while_the_watch_was_down_is_not_brought_back(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5), cm("db", 6, uid="uid-db")], 10)
+    api.items, api.list_rv = [cm("db", 6, uid="uid-db")], 20  # web went during the gap
+    api.expire_watch()
+    rec.wait_for(("DELETED", "web", "5"))
+    assert api.lists == 2
+    inf.observe(cm("web", 11))
+    assert inf.get(KEY) is None
+    assert inf.get("ns/db") == cm("db", 6, uid="uid-db")
+
+
+def test_tombstones_do_not_outlive_a_relist_or_their_time(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    clock = FakeClock()
+    names = [f"app-{i}" for i in range(50)]
+    inf, api, rec = started([cm(n, 5, uid=n) for n in names], 10, clock)
+    for i, n in enumerate(names):
+        api.push("DELETED", cm(n, 11 + i, uid=n))
+    rec.wait_for(("DELETED", names[-1], str(11 + len(names) - 1)))
+    assert inf.tombstones() == len(names)
+
+    # a relist proves the cache complete at its resourceVersion: no tombstone is needed
+    api.items, api.list_rv = [cm("z", 99, uid="z")], 100
+    api.expire_watch()
+    rec.wait_for(("ADDED", "z", "99"))
+    assert inf.tombstones() == 0
+
+    # ...and those made since go once they are older than any reply still in flight
+    api.push("ADDED", cm("x", 101, uid="x"))
+    api.push("DELETED", cm("x", 102, uid="x"))
+    rec.wait_for(("DELETED", "x", "102"))
+    assert inf.tombstones() == 1
+    clock.now += TOMBSTONE_SECONDS + 1
+    api.push("ADDED", cm("y", 103, uid="y"))
+    api.push("DELETED", cm("y", 104, uid="y"))
+    rec.wait_for(("DELETED", "y", "104"))
+    assert inf.tombstones() == 1
+
+
+def test_a_write_observed_while_a_relist_was_in_flight_is_kept(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    # the list's snapshot is taken at 20; our create lands at 25, its reply is observed
+    # before the list reply is: the list cannot hold it, and it is not gone
+    api.items, api.list_rv = [cm("web", 5), cm("z", 19, uid="z")], 20
+    api.during_list = lambda: inf.observe(cm("new", 25, uid="new"))
+    api.expire_watch()
+    rec.wait_for(("ADDED", "z", "19"))
+    assert inf.get("ns/new") == cm("new", 25, uid="new")
+    assert not [e for e in rec.seen if e[1] == "new"]  # no DELETED for it either
+    # and when the watch then says it went, it goes
+    api.push("DELETED", cm("new", 26, uid="new"))
+    rec.wait_for(("DELETED", "new", "26"))
+    assert inf.get("ns/new") is None
