@@ -7,6 +7,12 @@ offers no cheap "am I still leader right now" check. This is the same
 protocol as client-go's: optimistic-concurrency updates of holderIdentity and
 renewTime, expiry judged by our own clock from when we last saw the record
 change (so clock skew between replicas does not matter).
+
+Timing: every Lease request gets what is left of the renew deadline as its
+timeout, so a stalled API server cannot hold an attempt past the point where
+the leadership it would renew has lapsed anyway; and a leader stops acting
+the moment it cannot prove it leads (the renew deadline passed since the
+start of its last successful renewal, or the Lease names another holder).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gitsync.errors import APIConflictError, APIError, APINotFoundError
+from gitsync.api import Obj
+from gitsync.errors import APIConflictError, APIError, APINotFoundError, APITimeoutError
 from gitsync.kube import Kube, resource_path
 
 log = logging.getLogger(__name__)
@@ -26,6 +33,7 @@ log = logging.getLogger(__name__)
 #: a standby that receives a push webhook asks the leader for a sync through the
 #: Lease both already read every retry period (no extra RBAC, no extra watch)
 SYNC_REQUEST_ANNOTATION = "gitsync.apps.example.com/sync-requested"
+NEVER = -1e18  # a renewal time that proves nothing
 
 
 def _micro_time() -> str:
@@ -53,10 +61,13 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self._clock = clock
-        self._renewed_at = -1e18
+        #: when the last successful renewal *started* (a renewTime the others saw is later)
+        self._renewed_at = NEVER
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
-        self._leading = False
+        self._leading = False  # as last announced through on_started / on_stopped
+        self._on_started: Callable[[], None] = lambda: None
+        self._on_stopped: Callable[[], None] = lambda: None
         self._seen_request: str | None = None
         #: called (on the leader) when a standby asked for a sync
         self.on_sync_request: Callable[[], None] = lambda: None
@@ -64,7 +75,8 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True only while our last renewal is fresher than the renew deadline:
         a leader cut off from the API server stops writing before anyone else
-        can take over (renew_deadline < lease_duration)."""
+        can take over (renew_deadline < lease_duration). Cheap (no request):
+        callable right before every write."""
         return self._leading and self._clock() - self._renewed_at < self.renew_deadline
 
     def run(
@@ -75,42 +87,71 @@ class LeaderElector:
     ) -> None:
         """Campaign and renew until ``stop`` is set. The Lease is not released here:
         the caller releases it once its last write is done (``release``)."""
+        self._on_started, self._on_stopped = on_started, on_stopped
         while not stop.is_set():
-            ok = self._try_acquire_or_renew()
-            if ok and not self._leading:
-                self._leading = True
-                log.info("became leader", extra={"identity": self.identity})
-                on_started()
-            elif not ok and self._leading and not self.is_leader():
-                self._leading = False
-                log.warning("lost leadership", extra={"identity": self.identity})
-                on_stopped()
+            self.step()
             stop.wait(self.retry_period)
+
+    def step(self) -> None:
+        """One retry period's work: renew (or campaign), and announce any change."""
+        if self._leading and not self.is_leader():
+            self._stop_leading("the lease was not renewed within the renew deadline")
+        ok = self._try_acquire_or_renew()
+        if ok and not self._leading:
+            self._leading = True
+            log.info("became leader", extra={"identity": self.identity})
+            self._on_started()
+        elif not ok and self._leading and not self.is_leader():
+            self._stop_leading("the lease could not be renewed")
+
+    def _stop_leading(self, why: str) -> None:
+        # every lapse is announced, even one a later renewal ends: work refused while
+        # we were not leader (the workers drop keys then) is redone by on_started
+        self._leading = False
+        log.warning("lost leadership: %s", why, extra={"identity": self.identity})
+        self._on_stopped()
 
     def release(self) -> None:
         """Give the Lease up so a standby takes over at once rather than after expiry."""
         if not self._leading:
             return
         self._leading = False
+        deadline = self._clock() + self.renew_deadline
         try:
-            lease = self.kube.get(self.path)
+            lease = self._call("GET", deadline)
             spec = lease.get("spec", {})
             if spec.get("holderIdentity") != self.identity:
                 return
             spec["holderIdentity"] = ""
             spec["leaseDurationSeconds"] = 1
             spec["renewTime"] = _micro_time()
-            self.kube.request("PUT", self.path, body=lease, subject="Lease")
+            self._call("PUT", deadline, body=lease)
             log.info("released leadership", extra={"identity": self.identity})
         except APIError as e:
             log.warning("could not release the lease: %s", e)
 
+    def _call(
+        self, method: str, deadline: float, body: Obj | None = None, path: str | None = None
+    ) -> Obj:
+        """One Lease request, bounded by what is left until ``deadline``."""
+        left = deadline - self._clock()
+        if left <= 0:
+            raise APITimeoutError("Lease", f"{method} not sent: the renew deadline has passed")
+        return self.kube.request(
+            method, path or self.path, body=body, subject="Lease", timeout=left
+        )
+
     def _try_acquire_or_renew(self) -> bool:
         now = self._clock()
+        # read and write within one renew deadline, and a leader's within its own:
+        # a stalled API server must not hold us past the moment we stop leading
+        deadline = now + self.renew_deadline
+        if self._leading:
+            deadline = min(deadline, self._renewed_at + self.renew_deadline)
         try:
-            lease = self.kube.get(self.path, subject="Lease")
+            lease = self._call("GET", deadline)
         except APINotFoundError:
-            return self._create(now)
+            return self._create(now, deadline)
         except APIError as e:
             log.warning("reading the lease failed: %s", e)
             return False
@@ -121,8 +162,15 @@ class LeaderElector:
         if record != self._observed:
             self._observed, self._observed_at = record, now
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and now - self._observed_at < duration:
-            return False  # someone else holds a live lease
+        if holder and holder != self.identity:
+            if self._leading:
+                # the Lease names someone else: whatever our last renewal said, we do
+                # not lead now; stop at once and campaign again from the next period
+                self._renewed_at = NEVER
+                self._stop_leading(f"the lease is held by {holder!r}")
+                return False
+            if now - self._observed_at < duration:
+                return False  # someone else holds a live lease
         if holder != self.identity:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions", 0)) + 1
             spec["acquireTime"] = _micro_time()
@@ -130,13 +178,20 @@ class LeaderElector:
         spec["leaseDurationSeconds"] = int(self.lease_duration)
         spec["renewTime"] = _micro_time()
         try:
-            self.kube.request("PUT", self.path, body=lease, subject="Lease", timeout=5.0)
+            self._call("PUT", deadline, body=lease)
         except APIConflictError:
             return False  # another candidate wrote first; look again next period
         except APIError as e:
             log.warning("renewing the lease failed: %s", e)
             return False
-        self._renewed_at = now
+        return self._renewed(now)
+
+    def _renewed(self, started: float) -> bool:
+        if self._leading and not self.is_leader():
+            # renewed, but only after our leadership had lapsed: announce the gap, so
+            # on_started redoes the work refused meanwhile
+            self._stop_leading("the renewal came after the renew deadline")
+        self._renewed_at = started
         return True
 
     def _check_sync_request(self, lease: dict[str, Any], holder: str) -> None:
@@ -150,12 +205,13 @@ class LeaderElector:
 
     def request_sync(self) -> bool:
         """On a standby: ask the leader for a sync now (it sees it within a retry period)."""
+        deadline = self._clock() + self.renew_deadline
         for _ in range(3):
             try:
-                lease = self.kube.get(self.path, subject="Lease")
+                lease = self._call("GET", deadline)
                 meta = lease.setdefault("metadata", {})
                 meta.setdefault("annotations", {})[SYNC_REQUEST_ANNOTATION] = _micro_time()
-                self.kube.request("PUT", self.path, body=lease, subject="Lease", timeout=5.0)
+                self._call("PUT", deadline, body=lease)
             except APIConflictError:
                 continue  # the leader renewed in between; read again
             except APIError as e:
@@ -164,7 +220,7 @@ class LeaderElector:
             return True
         return False
 
-    def _create(self, now: float) -> bool:
+    def _create(self, now: float, deadline: float) -> bool:
         ts = _micro_time()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -179,9 +235,8 @@ class LeaderElector:
             },
         }
         try:
-            self.kube.create(self.collection, body, subject="Lease")
+            self._call("POST", deadline, body=body, path=self.collection)
         except APIError as e:
             log.info("creating the lease failed: %s", e)
             return False
-        self._renewed_at = now
-        return True
+        return self._renewed(now)
