@@ -260,7 +260,7 @@ class Informer:
     def _apply_event(self, kind: object, obj: Obj) -> None:
         key = key_of(obj)
         with self._lock:
-            self._complete_at = _rv(obj)
+            self._complete_at = _rv(obj) or self._complete_at
             if kind == "DELETED":
                 self.cache.pop(key, None)
                 self._bury(key, obj, _rv(obj))  # a DELETED event carries the deletion's RV
