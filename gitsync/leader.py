@@ -69,6 +69,10 @@ class LeaderElector:
         self._on_started: Callable[[], None] = lambda: None
         self._on_stopped: Callable[[], None] = lambda: None
         self._seen_request: str | None = None
+        # one Lease attempt at a time: release() (on shutdown, from another thread)
+        # waits for a renewal in flight, and no renewal follows it
+        self._turn = threading.Lock()
+        self._released = False
         #: called (on the leader) when a standby asked for a sync
         self.on_sync_request: Callable[[], None] = lambda: None
 
@@ -94,15 +98,18 @@ class LeaderElector:
 
     def step(self) -> None:
         """One retry period's work: renew (or campaign), and announce any change."""
-        if self._leading and not self.is_leader():
-            self._stop_leading("the lease was not renewed within the renew deadline")
-        ok = self._try_acquire_or_renew()
-        if ok and not self._leading:
-            self._leading = True
-            log.info("became leader", extra={"identity": self.identity})
-            self._on_started()
-        elif not ok and self._leading and not self.is_leader():
-            self._stop_leading("the lease could not be renewed")
+        with self._turn:
+            if self._released:
+                return
+            if self._leading and not self.is_leader():
+                self._stop_leading("the lease was not renewed within the renew deadline")
+            ok = self._try_acquire_or_renew()
+            if ok and not self._leading:
+                self._leading = True
+                log.info("became leader", extra={"identity": self.identity})
+                self._on_started()
+            elif not ok and self._leading and not self.is_leader():
+                self._stop_leading("the lease could not be renewed")
 
     def _stop_leading(self, why: str) -> None:
         # every lapse is announced, even one a later renewal ends: work refused while
@@ -112,23 +119,26 @@ class LeaderElector:
         self._on_stopped()
 
     def release(self) -> None:
-        """Give the Lease up so a standby takes over at once rather than after expiry."""
-        if not self._leading:
-            return
-        self._leading = False
-        deadline = self._clock() + self.renew_deadline
-        try:
-            lease = self._call("GET", deadline)
-            spec = lease.get("spec", {})
-            if spec.get("holderIdentity") != self.identity:
+        """Give the Lease up so a standby takes over at once rather than after expiry.
+        Final: no later renewal takes it back."""
+        with self._turn:
+            self._released = True
+            if not self._leading:
                 return
-            spec["holderIdentity"] = ""
-            spec["leaseDurationSeconds"] = 1
-            spec["renewTime"] = _micro_time()
-            self._call("PUT", deadline, body=lease)
-            log.info("released leadership", extra={"identity": self.identity})
-        except APIError as e:
-            log.warning("could not release the lease: %s", e)
+            self._leading = False
+            deadline = self._clock() + self.renew_deadline
+            try:
+                lease = self._call("GET", deadline)
+                spec = lease.get("spec", {})
+                if spec.get("holderIdentity") != self.identity:
+                    return
+                spec["holderIdentity"] = ""
+                spec["leaseDurationSeconds"] = 1
+                spec["renewTime"] = _micro_time()
+                self._call("PUT", deadline, body=lease)
+                log.info("released leadership", extra={"identity": self.identity})
+            except APIError as e:
+                log.warning("could not release the lease: %s", e)
 
     def _call(
         self, method: str, deadline: float, body: Obj | None = None, path: str | None = None

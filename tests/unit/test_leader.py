@@ -171,9 +171,16 @@ def test_every_lease_request_is_bounded_by_the_renew_deadline(
     api.stalled = True
     candidate.step()  # the Lease read hangs
     assert api.calls == [("GET", RENEW_DEADLINE)]
-    candidate.request_sync()  # a standby forwarding a webhook
-    candidate.release()
-    assert all(t <= RENEW_DEADLINE for _, t in api.calls), api.calls
+    api.calls.clear()
+    assert candidate.request_sync() is False  # a standby forwarding a webhook
+    assert api.calls == [("GET", RENEW_DEADLINE)]  # and no retry past the deadline
+
+    api.stalled = False
+    leader, _ = leading(api, clock)
+    api.stalled = True
+    api.calls.clear()
+    leader.release()  # on shutdown
+    assert api.calls == [("GET", RENEW_DEADLINE)]
 
 
 def test_a_stalled_renewal_ends_when_leadership_does(api: FakeLeaseAPI, clock: FakeClock) -> None:
@@ -217,3 +224,16 @@ def test_the_lease_is_taken_when_it_expired(api: FakeLeaseAPI, clock: FakeClock)
     e.step()
     assert e.is_leader() and api.holder() == "me"
     assert calls.log == ["started", "stopped", "started"]
+
+
+def test_a_released_lease_is_not_taken_again_by_a_later_renewal(
+    api: FakeLeaseAPI, clock: FakeClock
+) -> None:
+    e, calls = leading(api, clock)
+    e.release()
+    assert api.holder() == ""
+    clock.now += 2.0
+    e.step()  # the leader thread's last period, after the daemon released on shutdown
+    assert api.holder() == ""
+    assert not e.is_leader()
+    assert calls.log == ["started"]
