@@ -218,9 +218,11 @@ class Informer:
                 else:
                     self._bury(key, obj, rv)
                     gone.append(obj)
+            # a copy: observe() adds to the live cache while the handlers run
+            listed = list(items.items())
         for obj in gone:
             self._notify("DELETED", obj)
-        for key, obj in items.items():
+        for key, obj in listed:
             prev = old.get(key)
             if prev is None:
                 self._notify("ADDED", obj)

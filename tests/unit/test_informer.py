@@ -221,3 +221,18 @@ def test_a_write_observed_while_a_relist_was_in_flight_is_kept(
     api.push("DELETED", cm("new", 26, uid="new"))
     rec.wait_for(("DELETED", "new", "26"))
     assert inf.get("ns/new") is None
+
+
+def test_a_write_observed_while_a_relist_notifies_does_not_break_the_relist() -> None:
+    # workers observe() their writes while the informer thread hands a relist's
+    # objects to the handlers; here a handler does it, so the timing is certain
+    api = FakeAPI([cm("a", 5, uid="a"), cm("b", 6, uid="b")], 10)
+    inf = Informer(cast(Kube, api), "/api/v1/configmaps", name="test")
+    inf.add_handler(lambda kind, obj: inf.observe(cm(f"new-{obj['metadata']['name']}", 11)))
+    inf.start()
+    try:
+        assert inf.wait_synced(5)
+        assert api.lists == 1  # the first list was not abandoned half way
+        assert {o["metadata"]["name"] for o in inf.items()} == {"a", "b", "new-a", "new-b"}
+    finally:
+        inf.stop()
