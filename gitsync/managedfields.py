@@ -95,8 +95,30 @@ def item_key(list_field: str, item: Any) -> dict[str, Any] | None:
 
 
 def key_element(key: Mapping[str, Any]) -> str:
-    """The SMD element of a list item: ``k:`` and JSON with sorted keys, no spaces."""
-    return "k:" + json.dumps(key, sort_keys=True, separators=(",", ":"))
+    """The SMD element of a list item: ``k:`` and JSON with sorted keys, no spaces,
+    escaped exactly as the API server escapes it (see ``go_json``)."""
+    return "k:" + go_json(key)
+
+
+#: what Go's encoding/json escapes beyond what Python's ``json`` does with
+#: ``ensure_ascii=False``: the HTML-safe escapes, and the JavaScript line separators
+_GO_ESCAPES: Final = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def go_json(value: Any) -> str:
+    """Compact JSON with sorted keys, byte for byte as the API server writes it into
+    ``fieldsV1`` keys.
+
+    The server encodes them with Go's encoding/json: non-ASCII characters are written
+    raw (Python's default writes ``\\uXXXX``), and ``& < >``, U+2028 and U+2029 are
+    escaped (Python writes them raw). A key spelled any other way names no entry in
+    managedFields, so the owner of such a field would be missed. The characters
+    replaced can only occur inside strings, so replacing them in the output is safe.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.translate(_GO_ESCAPES)
 
 
 def fields_of(obj: Obj) -> set[Path]:
