@@ -324,7 +324,7 @@ def test_human_path(path: Path, text: str) -> None:
             'k:{"containerPort":80,"protocol":"TCP"}',
             id="sorted-keys",
         ),
-        # Go's encoding/json: the HTML-safe escapes, lower-case hex
+        # the HTML-safe escapes, lower-case hex
         pytest.param({"name": "A&B"}, 'k:{"name":"A\\u0026B"}', id="ampersand"),
         pytest.param({"name": "<tag>"}, 'k:{"name":"\\u003ctag\\u003e"}', id="angle-brackets"),
         # non-ASCII is written raw, not as \\uXXXX
@@ -339,6 +339,11 @@ def test_human_path(path: Path, text: str) -> None:
         pytest.param({"name": 'q"b\\s'}, 'k:{"name":"q\\"b\\\\s"}', id="quote-backslash"),
         pytest.param({"name": "t\tn\nr\r"}, 'k:{"name":"t\\tn\\nr\\r"}', id="short-escapes"),
         pytest.param({"name": "x\x01\x1f"}, 'k:{"name":"x\\u0001\\u001f"}', id="other-control"),
+        # unlike Python's json, no short escapes for backspace and form feed
+        pytest.param({"name": "b\bf\f"}, 'k:{"name":"b\\u0008f\\u000c"}', id="backspace-formfeed"),
+        # a backslash followed by "b" is no backspace
+        pytest.param({"name": "\\b"}, 'k:{"name":"\\\\b"}', id="backslash-b"),
+        pytest.param({"port": 80, "on": True}, 'k:{"on":true,"port":80}', id="non-strings"),
         # printable ASCII that Go leaves alone
         pytest.param({"name": "a=b'c/d~\x7f"}, 'k:{"name":"a=b\'c/d~\x7f"}', id="printable-ascii"),
     ],
