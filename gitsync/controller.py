@@ -195,8 +195,11 @@ class Controller:
         live = self.myapps.get(key)
         if live is None:
             return
+        # what the pass could not find out, status keeps: the Deployment's facts from
+        # the cache and the drift last recorded; the failure is the Synced condition
+        kept = list((live.get("status") or {}).get("drift") or [])
         try:
-            self._write_status(live, self.deployments.get(key), [], failed, error)
+            self._write_status(live, self.deployments.get(key), kept, failed, error, announce=False)
         except GitsyncError as e:
             log.warning("could not record the failure in status: %s", e, extra={"key": key})
 
@@ -232,7 +235,16 @@ class Controller:
         else:
             self._last_error.pop(key, None)
         if outcome is not None:
-            items = items + outcome.drift
+            entries = driftlib.status_entries(items + outcome.drift)
+            deployment = outcome.live
+        else:
+            # the Deployment could not be applied: the old one still serves, so status
+            # keeps its facts and the Deployment's drift last recorded (not known in
+            # this pass); the error is the Ready condition, not an erasure
+            entries = statuslib.keep_recorded_drift(
+                driftlib.status_entries(items), myapp, f"Deployment/{key.split('/', 1)[1]}"
+            )
+            deployment = self.deployments.get(key)
         if outcome is not None and outcome.action == "created" and self._threads and strict:
             # a Deployment created by a sync pass while the workers run: its status
             # moves through Pending and Progressing within seconds, and each step
@@ -240,7 +252,7 @@ class Controller:
             # (with this pass's source), so the pass does not write a Pending first
             self.queue.add(key)
         else:
-            self._write_status(myapp, outcome.live if outcome else None, items, sync, error)
+            self._write_status(myapp, deployment, entries, sync, error)
         if strict and failure is not None:
             raise failure
         return outcome
@@ -329,29 +341,45 @@ class Controller:
         self,
         myapp: Obj,
         deployment: Obj | None,
-        items: list[driftlib.DriftItem],
+        entries: list[Obj],
         sync: statuslib.SyncInfo | None,
         error: str,
+        *,
+        announce: bool = True,
     ) -> None:
+        """Write the status computed from these facts, when it differs from the live one.
+
+        ``entries`` are ``status.drift[]``; with ``announce`` a change of the drifted
+        paths is an Event. A pass that failed before it could compare passes the
+        recorded drift and ``announce=False``: nothing was found resolved."""
         meta = myapp["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        entries = driftlib.status_entries(items)
         new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
-        signature = driftlib.drift_signature(items)
-        if key not in self._signatures:
-            # after a restart or a failover, what status already says was announced
-            recorded = (myapp.get("status") or {}).get("drift") or []
-            self._signatures[key] = frozenset((d.get("object"), d.get("path")) for d in recorded)
-        if signature != self._signatures[key]:
-            self._signatures[key] = signature
-            if items:
-                paths = ", ".join(f"{i.object} {i.path} (by {i.manager})" for i in items[:5])
-                self.events.emit(myapp, "Warning", "Drifted", f"drift detected: {paths}")
-            else:
-                self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")
+        if announce:
+            self._announce_drift(myapp, key, entries)
         if statuslib.same(myapp.get("status"), new):
             return
         written = self.applier.apply_status(meta["namespace"], meta["name"], new)
         # ahead of the watch event: the next reconcile compares with what we wrote
         self.myapps.observe(written)
         log.debug("status written", extra={"key": key})
+
+    def _announce_drift(self, myapp: Obj, key: str, entries: list[Obj]) -> None:
+        signature = frozenset((str(e.get("object")), str(e.get("path"))) for e in entries)
+        if key not in self._signatures:
+            # after a restart or a failover, what status already says was announced
+            recorded = (myapp.get("status") or {}).get("drift") or []
+            self._signatures[key] = frozenset(
+                (str(d.get("object")), str(d.get("path"))) for d in recorded
+            )
+        if signature == self._signatures[key]:
+            return
+        self._signatures[key] = signature
+        if entries:
+            paths = ", ".join(
+                f"{e['object']} {e['path']} (by {e.get('manager') or 'unknown'})"
+                for e in entries[:5]
+            )
+            self.events.emit(myapp, "Warning", "Drifted", f"drift detected: {paths}")
+        else:
+            self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")

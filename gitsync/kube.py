@@ -16,7 +16,7 @@ import collections
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -149,7 +149,7 @@ class Kube:
         url = self.host + path
         if params:
             url += "?" + urlencode({k: _param(v) for k, v in params.items()})
-        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        data = encode_body(body) if body is not None else None
         if data is not None and content_type is None:
             content_type = "application/json"
         self._count(verb or method)
@@ -263,6 +263,26 @@ def _param(v: str | int | bool) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+#: characters written as ``\\uXXXX`` although JSON allows them raw: the API server reads
+#: an apply body as YAML, which refuses C1 controls (and DEL) raw, reads NEL, U+2028
+#: and U+2029 as line breaks, and a BOM as a stream mark; lone surrogates cannot be
+#: sent raw at all
+_YAML_UNSAFE: Final = str.maketrans(
+    {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), 0x2028, 0x2029, 0xFEFF, *range(0xD800, 0xE000))}
+)
+
+
+def encode_body(body: Obj) -> bytes:
+    """A request body as JSON that reads the same as JSON and as YAML.
+
+    Not ``ensure_ascii``: it writes a character beyond U+FFFF (an emoji) as a pair of
+    surrogate escapes, which the server's YAML reader refuses, so no MyApp with one
+    could be applied. Such characters go raw (UTF-8); only those above are escaped.
+    """
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return text.translate(_YAML_UNSAFE).encode()
 
 
 def _short(e: Exception) -> str:

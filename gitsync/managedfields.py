@@ -95,8 +95,44 @@ def item_key(list_field: str, item: Any) -> dict[str, Any] | None:
 
 
 def key_element(key: Mapping[str, Any]) -> str:
-    """The SMD element of a list item: ``k:`` and JSON with sorted keys, no spaces."""
-    return "k:" + json.dumps(key, sort_keys=True, separators=(",", ":"))
+    """The SMD element of a list item: ``k:`` and JSON with sorted keys, no spaces,
+    escaped exactly as the API server escapes it (see ``key_json``)."""
+    return "k:" + key_json(key)
+
+
+#: how the API server escapes a string in a list key: quote, backslash and ``\\n \\r
+#: \\t`` short, every other control character and the HTML-sensitive ``& < >`` and
+#: U+2028/U+2029 as ``\\u00xx``-style escapes (lower-case hex; ``\\b`` and ``\\f`` too,
+#: unlike Python's ``json``); everything else, non-ASCII included, raw
+_KEY_ESCAPES: Final = str.maketrans(
+    {
+        **{c: f"\\u{c:04x}" for c in range(0x20)},
+        **{ord(c): f"\\u{ord(c):04x}" for c in "&<>\u2028\u2029"},
+        ord('"'): '\\"',
+        ord("\\"): "\\\\",
+        ord("\n"): "\\n",
+        ord("\r"): "\\r",
+        ord("\t"): "\\t",
+    }
+)
+
+
+def key_json(value: Any) -> str:
+    """Compact JSON with sorted keys, byte for byte as the API server writes the key
+    of a list item into ``fieldsV1`` (checked against kube-apiserver's own output).
+
+    Python's ``json`` differs on exactly the characters above (it writes non-ASCII as
+    ``\\uXXXX``, ``& < >`` raw, ``\\b``/``\\f`` short), and a key spelled any other way
+    names no entry in managedFields: the owner of such a field would be missed.
+    """
+    if isinstance(value, str):
+        return '"' + value.translate(_KEY_ESCAPES) + '"'
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{key_json(str(k))}:{key_json(v)}" for k, v in items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(key_json(v) for v in value) + "]"
+    return json.dumps(value)  # numbers, booleans, null: no escaping to differ on
 
 
 def fields_of(obj: Obj) -> set[Path]:

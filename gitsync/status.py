@@ -43,21 +43,32 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def phase_of(myapp: Obj, deployment: Obj | None) -> str:
+def phase_of(deployment: Obj | None) -> str:
+    """The phase, from the Deployment's own spec and status alone.
+
+    Not from the MyApp's ``spec.replicas``: another controller (an HPA) may own the
+    Deployment's replicas, and then the MyApp's number is never what runs. The test is
+    ``kubectl rollout status``'s: the deployment controller has seen the current
+    generation, every desired replica runs the current template, no old one is left,
+    and every updated one is available.
+    """
     if deployment is None:
         return "Pending"
-    want = int(myapp.get("spec", {}).get("replicas", 1))
-    st = deployment.get("status", {})
-    gen_ok = st.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+    spec: Obj = deployment.get("spec") or {}
+    st: Obj = deployment.get("status") or {}
     for c in st.get("conditions") or []:
         if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
             return "Degraded"
-    available = int(st.get("availableReplicas", 0))
+    generation = int((deployment.get("metadata") or {}).get("generation", 0))
+    if int(st.get("observedGeneration", 0)) < generation:
+        return "Progressing"  # the status describes an older spec
+    want = int(spec.get("replicas", 1))
     updated = int(st.get("updatedReplicas", 0))
-    total = int(st.get("replicas", 0))
-    if gen_ok and available >= want and updated >= want and total == want:
-        return "Available"
-    return "Progressing"
+    if updated < want or int(st.get("replicas", 0)) > updated:
+        return "Progressing"
+    if int(st.get("availableReplicas", 0)) < updated:
+        return "Progressing"
+    return "Available"
 
 
 def condition(
@@ -90,7 +101,7 @@ def compute(
     prev: list[Obj] = live.get("conditions") or []
     gen = int(myapp["metadata"].get("generation", 0))
     dst: Obj = (deployment or {}).get("status", {})
-    phase = phase_of(myapp, deployment)
+    phase = phase_of(deployment)
     suspended = bool(myapp.get("spec", {}).get("suspend"))
     status: Obj = {
         "observedGeneration": gen,
@@ -106,7 +117,8 @@ def compute(
             "Ready", phase == "Available", "Suspended", "spec.suspend is set", gen, prev
         )
     else:
-        ready = condition("Ready", phase == "Available", phase, _ready_message(dst), gen, prev)
+        message = _ready_message(deployment)
+        ready = condition("Ready", phase == "Available", phase, message, gen, prev)
     drifted = condition(
         "Drifted",
         bool(drift),
@@ -136,8 +148,13 @@ def compute(
     return status
 
 
-def _ready_message(dst: Obj) -> str:
-    return f"{dst.get('availableReplicas', 0)}/{dst.get('replicas', 0)} replicas available"
+def _ready_message(deployment: Obj | None) -> str:
+    if deployment is None:
+        return "no Deployment yet"
+    # of the Deployment's own desired count, which another controller may set
+    want = (deployment.get("spec") or {}).get("replicas", 1)
+    available = (deployment.get("status") or {}).get("availableReplicas", 0)
+    return f"{available}/{want} replicas available"
 
 
 def _drift_message(drift: list[Obj]) -> str:
@@ -146,6 +163,16 @@ def _drift_message(drift: list[Obj]) -> str:
     paths = ", ".join(f"{d['object']} {d['path']}" for d in drift[:5])
     more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
     return f"{len(drift)} drifted: {paths}{more}"
+
+
+def keep_recorded_drift(entries: list[Obj], myapp: Obj, obj: str) -> list[Obj]:
+    """``entries`` with the drift of ``obj`` replaced by what ``myapp``'s status last
+    recorded for it: for a pass that could not compare ``obj`` (its apply failed), so
+    that a failure does not read as "no drift"."""
+    recorded = (myapp.get("status") or {}).get("drift") or []
+    kept = [e for e in recorded if e.get("object") == obj]
+    fresh = [e for e in entries if e.get("object") != obj]
+    return sorted(fresh + kept, key=lambda e: (str(e.get("object")), str(e.get("path"))))
 
 
 def same(live: Obj | None, desired: Obj) -> bool:

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from gitsync.api import Obj
-from gitsync.managedfields import Owner, Path, fields_of, human_path, leaf_paths, owner_of
+from gitsync.managedfields import (
+    Owner,
+    Path,
+    fields_of,
+    human_path,
+    key_element,
+    leaf_paths,
+    owner_of,
+)
 from gitsync.render import render
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
@@ -305,3 +313,56 @@ def test_fields_of_a_status_apply_body() -> None:
 )
 def test_human_path(path: Path, text: str) -> None:
     assert human_path(path) == text
+
+
+@pytest.mark.parametrize(
+    ("key", "element"),
+    [
+        pytest.param({"name": "app"}, 'k:{"name":"app"}', id="plain"),
+        pytest.param(
+            {"protocol": "TCP", "containerPort": 80},
+            'k:{"containerPort":80,"protocol":"TCP"}',
+            id="sorted-keys",
+        ),
+        # the HTML-safe escapes, lower-case hex
+        pytest.param({"name": "A&B"}, 'k:{"name":"A\\u0026B"}', id="ampersand"),
+        pytest.param({"name": "<tag>"}, 'k:{"name":"\\u003ctag\\u003e"}', id="angle-brackets"),
+        # non-ASCII is written raw, not as \\uXXXX
+        pytest.param({"name": "GRÜSSE_€"}, 'k:{"name":"GRÜSSE_€"}', id="latin-raw"),
+        pytest.param({"name": "名前"}, 'k:{"name":"名前"}', id="cjk-raw"),
+        pytest.param({"name": "emoji_😀"}, 'k:{"name":"emoji_😀"}', id="astral-raw"),
+        # the JavaScript line separators are escaped even though they are not ASCII
+        pytest.param(
+            {"name": "a\u2028b\u2029c"}, 'k:{"name":"a\\u2028b\\u2029c"}', id="line-separators"
+        ),
+        # quote, backslash and control characters: short escapes where JSON has them
+        pytest.param({"name": 'q"b\\s'}, 'k:{"name":"q\\"b\\\\s"}', id="quote-backslash"),
+        pytest.param({"name": "t\tn\nr\r"}, 'k:{"name":"t\\tn\\nr\\r"}', id="short-escapes"),
+        pytest.param({"name": "x\x01\x1f"}, 'k:{"name":"x\\u0001\\u001f"}', id="other-control"),
+        # unlike Python's json, no short escapes for backspace and form feed
+        pytest.param({"name": "b\bf\f"}, 'k:{"name":"b\\u0008f\\u000c"}', id="backspace-formfeed"),
+        # a backslash followed by "b" is no backspace
+        pytest.param({"name": "\\b"}, 'k:{"name":"\\\\b"}', id="backslash-b"),
+        pytest.param({"port": 80, "on": True}, 'k:{"on":true,"port":80}', id="non-strings"),
+        # printable ASCII that Go leaves alone
+        pytest.param({"name": "a=b'c/d~\x7f"}, 'k:{"name":"a=b\'c/d~\x7f"}', id="printable-ascii"),
+    ],
+)
+def test_key_element_encodes_like_the_api_server(key: dict[str, Any], element: str) -> None:
+    assert key_element(key) == element
+
+
+def test_an_env_var_with_an_escaped_name_has_its_owner() -> None:
+    container = ("f:spec", "f:template", "f:spec", "f:containers", APP)
+    # as kube-apiserver writes it for an env var named "A&B<é>"
+    raw = 'k:{"name":"A\\u0026B\\u003cé\\u003e"}'
+    other = entry(
+        "other-operator",
+        "Apply",
+        nested((*container, "f:env", raw, "f:value")),
+        "2025-06-01T12:00:00Z",
+    )
+    path = (*container, "f:env", key_element({"name": "A&B<é>"}), "f:value")
+    assert owner_of(managed(other), path) == Owner(
+        "other-operator", "Apply", "2025-06-01T12:00:00Z"
+    )

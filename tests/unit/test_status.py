@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from gitsync.status import SyncInfo, compute, phase_of, same, source_for
+from gitsync.status import (
+    SyncInfo,
+    compute,
+    keep_recorded_drift,
+    phase_of,
+    same,
+    source_for,
+)
 
 
 def myapp(replicas: int = 2, generation: int = 3, status: Any = None) -> dict[str, Any]:
@@ -17,33 +24,78 @@ def myapp(replicas: int = 2, generation: int = 3, status: Any = None) -> dict[st
     }
 
 
-def deployment(**status: Any) -> dict[str, Any]:
-    return {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, **status}}
+def deployment(want: int = 2, generation: int = 1, **status: Any) -> dict[str, Any]:
+    """A Deployment whose spec asks for ``want`` replicas, with this status."""
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": want},
+        "status": {"observedGeneration": 1, **status},
+    }
+
+
+ROLLED_OUT = {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}
 
 
 @pytest.mark.parametrize(
     ("dep", "phase"),
     [
-        (None, "Pending"),
-        (deployment(replicas=2, updatedReplicas=2, availableReplicas=1), "Progressing"),
-        (deployment(replicas=2, updatedReplicas=2, availableReplicas=2), "Available"),
-        (deployment(replicas=3, updatedReplicas=2, availableReplicas=2), "Progressing"),
-        (
+        pytest.param(None, "Pending", id="no deployment"),
+        pytest.param(
+            deployment(replicas=2, updatedReplicas=2, availableReplicas=1),
+            "Progressing",
+            id="not all available",
+        ),
+        pytest.param(deployment(**ROLLED_OUT), "Available", id="rolled out"),
+        pytest.param(
+            deployment(replicas=3, updatedReplicas=2, availableReplicas=2),
+            "Progressing",
+            id="an old replica is left",
+        ),
+        pytest.param(
+            deployment(2, 2, **ROLLED_OUT), "Progressing", id="a newer generation not yet seen"
+        ),
+        pytest.param(deployment(3, **ROLLED_OUT), "Progressing", id="scaling up"),
+        # the Deployment's own replicas count, whoever set it (an HPA), not the MyApp's
+        pytest.param(
+            deployment(6, replicas=6, updatedReplicas=6, availableReplicas=6),
+            "Available",
+            id="scaled by another controller",
+        ),
+        pytest.param(deployment(0), "Available", id="scaled to zero"),
+        pytest.param(
             deployment(
                 replicas=2,
                 conditions=[{"type": "Progressing", "reason": "ProgressDeadlineExceeded"}],
             ),
             "Degraded",
+            id="progress deadline exceeded",
         ),
     ],
 )
 def test_phase(dep: dict[str, Any] | None, phase: str) -> None:
-    assert phase_of(myapp(), dep) == phase
+    assert phase_of(dep) == phase
+
+
+def test_readiness_follows_the_deployment_not_the_myapp_replicas() -> None:
+    # the MyApp asks for 2; an HPA owns the Deployment's replicas and runs 6
+    dep = deployment(6, replicas=6, updatedReplicas=6, availableReplicas=6)
+    status = compute(myapp(replicas=2), dep, drift=[])
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (status["phase"], status["replicas"], status["availableReplicas"]) == (
+        "Available",
+        6,
+        6,
+    )
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "True",
+        "Available",
+        "6/6 replicas available",
+    )
 
 
 def test_compute_then_same_means_no_write() -> None:
     app = myapp()
-    dep = deployment(replicas=2, updatedReplicas=2, availableReplicas=2)
+    dep = deployment(**ROLLED_OUT)
     sync = SyncInfo("main@sha1:" + "a" * 40, "apps/web.yaml", "2026-01-01T00:00:00Z")
     status = compute(app, dep, drift=[], sync=sync)
     assert status["observedGeneration"] == 3
@@ -73,3 +125,34 @@ def test_an_unchanged_myapp_keeps_the_revision_that_last_changed_it() -> None:
     assert source_for(True, myapp(status={"source": old}), new) == new
     moved = SyncInfo("main@sha1:new", "apps/other.yaml", "t1")
     assert source_for(False, myapp(status={"source": old}), moved) == moved
+
+
+def test_a_failed_apply_keeps_the_recorded_drift_of_that_object() -> None:
+    recorded = [
+        {"object": "Deployment/web", "path": "metadata.labels[team]", "desired": "a"},
+        {"object": "MyApp/web", "path": "spec.image", "desired": "x"},
+    ]
+    fresh = [
+        {"object": "Deployment/web", "path": "spec.replicas", "desired": 2},
+        {"object": "MyApp/web", "path": "spec.port", "desired": 80},
+    ]
+    kept = keep_recorded_drift(fresh, myapp(status={"drift": recorded}), "Deployment/web")
+    # the Deployment's drift as last recorded; the MyApp's as found in this pass
+    assert kept == [recorded[0], fresh[1]]
+    assert keep_recorded_drift(fresh, myapp(), "Deployment/web") == [fresh[1]]
+
+
+def test_a_failure_keeps_the_deployment_facts() -> None:
+    app = myapp(status={"phase": "Available", "replicas": 2, "availableReplicas": 2})
+    status = compute(app, deployment(**ROLLED_OUT), drift=[], error="spec.x: Invalid value")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (status["phase"], status["replicas"], status["availableReplicas"]) == (
+        "Available",
+        2,
+        2,
+    )
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "ReconcileError",
+        "spec.x: Invalid value",
+    )
