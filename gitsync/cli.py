@@ -240,6 +240,38 @@ def sync(output: str, **kw: Any) -> None:
     help="File with the push webhook secret (GitHub HMAC or GitLab token).",
 )
 @opt(
+    "--webhook-rate",
+    env="WEBHOOK_RATE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Webhook-triggered syncs per second, after a burst of --webhook-burst.",
+)
+@opt(
+    "--webhook-burst",
+    env="WEBHOOK_BURST",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Webhook-triggered syncs allowed at once.",
+)
+@opt(
+    "--http-request-timeout",
+    env="HTTP_REQUEST_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client has to send a whole HTTP request (headers and body).",
+)
+@opt(
+    "--http-max-connections",
+    env="HTTP_MAX_CONNECTIONS",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Open HTTP connections at most; more are answered 503 at once.",
+)
+@opt(
     "--workers",
     env="WORKERS",
     type=int,
@@ -268,6 +300,10 @@ def run(**kw: Any) -> None:
         leader_elect=kw["leader_elect"],
         lease_namespace=kw["status_namespace"],
         webhook_secret=secret,
+        webhook_rate=kw["webhook_rate"],
+        webhook_burst=kw["webhook_burst"],
+        http_request_timeout=kw["http_request_timeout"],
+        http_max_connections=kw["http_max_connections"],
     )
     sys.exit(Daemon(controller, syncer, options).run())
 

@@ -2,7 +2,7 @@
 
 One process: informers and workers (the operator) always; the Git sync job
 when a repository is configured; both write only while this replica leads.
-HTTP on one port: /healthz, /readyz, /metrics, /hooks/git.
+HTTP on one port (:mod:`gitsync.httpserver`): /healthz, /readyz, /metrics, /hooks/git.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import signal
 import socket
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
-from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -24,6 +22,7 @@ from gitsync import metrics as metricslib
 from gitsync import webhook
 from gitsync.controller import Controller
 from gitsync.errors import ConfigError, GitsyncError
+from gitsync.httpserver import Limits, Request, Response, Server
 from gitsync.leader import LeaderElector
 from gitsync.sync import Syncer
 
@@ -40,6 +39,12 @@ class DaemonOptions:
     lease_namespace: str = "default"
     lease_name: str = "gitsync-leader"
     webhook_secret: bytes = b""
+    #: webhook-triggered syncs: ``webhook_burst`` at once, then ``webhook_rate`` per second
+    webhook_rate: float = 1.0
+    webhook_burst: int = 3
+    #: seconds a client has to send a whole request (headers and body)
+    http_request_timeout: float = 10.0
+    http_max_connections: int = 256
 
 
 class Daemon:
@@ -71,10 +76,21 @@ class Daemon:
             self.leader.on_sync_request = self.trigger
         self.scheduler = BackgroundScheduler(timezone=dt.UTC)
         try:
-            self.http = ThreadingHTTPServer(_address(options.listen), _handler_for(self))
+            self.receiver = webhook.Receiver(
+                options.webhook_secret, options.webhook_rate, options.webhook_burst
+            )
+        except ValueError as e:
+            raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
+        self._later: threading.Timer | None = None
+        limits = Limits(
+            request_timeout=options.http_request_timeout,
+            max_connections=options.http_max_connections,
+            max_body=webhook.MAX_BODY,
+        )
+        try:
+            self.http = Server(_address(options.listen), self.handle, limits, self.metrics)
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e
-        self.http.daemon_threads = True
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -122,6 +138,8 @@ class Daemon:
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self._later is not None:
+            self._later.cancel()
         if self.syncer is not None:
             self.syncer.cancel.set()
 
@@ -214,69 +232,65 @@ class Daemon:
         for verb, n in dict(self.controller.kube.requests).items():
             self.metrics.set("gitsync_api_requests_total", n, verb=verb)
 
+    # --- HTTP --------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/hooks/git":
+            if request.method != "POST":
+                return Response(405, "method not allowed\n", headers=(("Allow", "POST"),))
+            return self._webhook(request)
+        if request.path not in ("/healthz", "/readyz", "/metrics"):
+            return Response(404, "not found\n")
+        if request.method != "GET":
+            return Response(405, "method not allowed\n", headers=(("Allow", "GET"),))
+        if request.path == "/healthz":
+            return Response(200, "ok\n")
+        if request.path == "/readyz":
+            ok = self.ready()
+            return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")
+        self.export_requests()
+        return Response(200, self.metrics.render(), "text/plain; version=0.0.4")
+
+    def _webhook(self, request: Request) -> Response:
+        decision = self.receiver.receive(request.headers, request.body)
+        verdict = decision.verdict
+
+        def answer(result: str, code: int, text: str) -> Response:
+            self.metrics.inc("gitsync_webhook_requests_total", result=result)
+            return Response(code, text + "\n")
+
+        if verdict == "unauthorized":
+            return answer("unauthorized", 401, "unauthorized")
+        if verdict == "duplicate":
+            # 2xx: the Git host must not see a retry of a handled delivery as a failure
+            return answer("duplicate", 200, "duplicate delivery: already handled")
+        if verdict == "pending":
+            return answer("limited", 202, "a sync is already due (rate limit); it includes this")
+        if verdict == "later":
+            self._request_sync_later(decision.delay)
+            return answer("limited", 202, f"sync in {decision.delay:.1f}s (rate limit)")
+        if self.leader is None or self.is_leader():
+            self.trigger()
+            return answer("accepted", 202, "sync triggered")
+        if self.leader.request_sync():
+            # a standby got it (the Service spreads deliveries): pass it on
+            return answer("forwarded", 202, "sync requested from the leader")
+        self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
+        return answer("failed", 503, "could not reach the leader")
+
+    def _request_sync_later(self, delay: float) -> None:
+        # one at a time: the rate limit answers "pending" while this one waits
+        self._later = threading.Timer(delay, self._request_sync)
+        self._later.daemon = True
+        self._later.start()
+
+    def _request_sync(self) -> None:
+        if self.leader is None or self.is_leader():
+            self.trigger()
+        elif not self.leader.request_sync():
+            log.warning("a push delivered to this standby could not be passed to the leader")
+
 
 def _address(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return (host or "0.0.0.0", int(port))  # noqa: S104
-
-
-def _handler_for(daemon: Daemon) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "gitsync"
-        timeout = 10  # seconds a client may take: a slow one cannot hold a thread for good
-
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("http: " + format, *args)
-
-        def _reply(self, code: int, body: str, ctype: str = "text/plain") -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            if self.path == "/healthz":
-                self._reply(200, "ok\n")
-            elif self.path == "/readyz":
-                ok = daemon.ready()
-                self._reply(200 if ok else 503, "ok\n" if ok else "not ready\n")
-            elif self.path == "/metrics":
-                daemon.export_requests()
-                self._reply(200, daemon.metrics.render(), "text/plain; version=0.0.4")
-            else:
-                self._reply(404, "not found\n")
-
-        def do_POST(self) -> None:
-            if self.path != "/hooks/git":
-                self._reply(404, "not found\n")
-                return
-            try:
-                length = int(self.headers.get("Content-Length") or "")
-            except ValueError:
-                length = -1
-            # before any authentication: a length we cannot trust reads nothing
-            if not 0 <= length <= webhook.MAX_BODY or self.headers.get("Transfer-Encoding"):
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="refused")
-                self._reply(413 if length > webhook.MAX_BODY else 411, "bad body length\n")
-                return
-            body = self.rfile.read(length)
-            headers = {k: v for k, v in self.headers.items()}
-            if not webhook.verify(headers, body, daemon.options.webhook_secret):
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="unauthorized")
-                self._reply(401, "unauthorized\n")
-                return
-            if daemon.is_leader() or daemon.leader is None:
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="accepted")
-                daemon.trigger()
-                self._reply(202, "sync triggered\n")
-            elif daemon.leader.request_sync():
-                # a standby got it (the Service spreads deliveries): pass it on
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="forwarded")
-                self._reply(202, "sync requested from the leader\n")
-            else:
-                daemon.metrics.inc("gitsync_webhook_requests_total", result="failed")
-                self._reply(503, "could not reach the leader\n")
-
-    return Handler

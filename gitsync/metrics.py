@@ -72,4 +72,7 @@ def standard() -> Metrics:
     m.describe("gitsync_api_requests_total", "counter", "API requests sent by gitsync, by verb.")
     m.describe("gitsync_leader", "gauge", "1 while this replica holds the leader Lease.")
     m.describe("gitsync_webhook_requests_total", "counter", "Webhook deliveries by result.")
+    m.describe(
+        "gitsync_http_refused_total", "counter", "HTTP requests refused unread or cut, by reason."
+    )
     return m

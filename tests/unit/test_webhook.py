@@ -5,7 +5,14 @@ import hmac
 
 import pytest
 
-from gitsync.webhook import MAX_BODY, verify
+from gitsync.webhook import (
+    MAX_BODY,
+    Deliveries,
+    Receiver,
+    SyncRateLimit,
+    delivery_keys,
+    verify,
+)
 
 SECRET = b"s3cret-hook"
 BODY = b'{"ref":"refs/heads/main","after":"' + b"a" * 40 + b'"}'
@@ -57,3 +64,74 @@ def test_http_message_headers() -> None:
     raw = f"X-Hub-Signature-256: {github(BODY)}\r\n\r\n".encode()
     headers = parse_headers(BytesIO(raw))
     assert verify(headers, BODY, SECRET) is True  # type: ignore[arg-type]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_delivery_keys_name_the_id_and_the_body() -> None:
+    keys = delivery_keys({"X-GitHub-Delivery": " 72d3162e "}, BODY)
+    assert keys[0] == "id:72d3162e" and keys[1].startswith("body:")
+    assert delivery_keys({"X-Gitlab-Event-UUID": "u-1"}, BODY)[0] == "id:u-1"
+    assert delivery_keys({"X-GitHub-Delivery": ""}, BODY) == keys[1:]
+    assert delivery_keys({}, BODY + b" ") != keys[1:]
+
+
+def test_deliveries_are_remembered_within_a_bound() -> None:
+    memory = Deliveries(size=3)
+    for n in range(5):
+        memory.remember((f"k{n}",))
+    assert len(memory) == 3
+    assert not memory.seen(("k0",)) and not memory.seen(("k1",))
+    assert memory.seen(("k2",)) and memory.seen(("zz", "k4"))
+    memory.remember(("k2",))  # seen again: now the most recent
+    memory.remember(("k5",))
+    assert memory.seen(("k2",)) and not memory.seen(("k3",))
+    memory.forget(("k2",))
+    assert not memory.seen(("k2",))
+
+
+def test_rate_limit_bursts_then_defers_one_sync_per_token() -> None:
+    clock = Clock()
+    limit = SyncRateLimit(rate=2.0, burst=3, clock=clock)
+    assert [limit.admit().when for _ in range(3)] == ["now"] * 3
+    later = limit.admit()
+    assert later.when == "later" and later.delay == pytest.approx(0.5)
+    clock.now += 0.2
+    pending = limit.admit()
+    assert pending.when == "pending" and pending.delay == pytest.approx(0.3)
+    clock.now += 0.3  # the deferred sync has its token now
+    assert limit.admit().when == "later"
+    # over a long flood: at most burst + rate * t syncs, deferred ones included
+    clock = Clock()
+    limit = SyncRateLimit(rate=2.0, burst=3, clock=clock)
+    syncs = 0
+    for _ in range(1000):  # one delivery every 10 ms for 10 s
+        syncs += limit.admit().when in ("now", "later")
+        clock.now += 0.01
+    assert syncs <= 3 + 2.0 * 10 + 1
+    assert syncs >= 2.0 * 10
+    with pytest.raises(ValueError):
+        SyncRateLimit(rate=0, burst=1)
+
+
+def test_receiver_verifies_then_ignores_repeats() -> None:
+    clock = Clock()
+    receiver = Receiver(SECRET, rate=1.0, burst=2, remembered=10, clock=clock)
+    signed = {"X-Hub-Signature-256": github(BODY), "X-GitHub-Delivery": "d1"}
+    assert receiver.receive({"X-GitHub-Delivery": "d1"}, BODY).verdict == "unauthorized"
+    assert len(receiver.deliveries) == 0  # unsigned requests fill no memory
+    first = receiver.receive(signed, BODY)
+    assert first.verdict == "now"
+    assert receiver.receive(signed, BODY).verdict == "duplicate"
+    replayed = {"X-Hub-Signature-256": github(BODY), "X-GitHub-Delivery": "d-new"}
+    assert receiver.receive(replayed, BODY).verdict == "duplicate"
+    receiver.forget(first)
+    assert receiver.receive(signed, BODY).verdict == "now"
+    other = b'{"after":"' + b"b" * 40 + b'"}'
+    assert receiver.receive({"X-Hub-Signature-256": github(other)}, other).verdict == "later"

@@ -1,0 +1,428 @@
+"""The daemon's HTTP server: probes, metrics and the push webhook on one port.
+
+The port may face the internet (the webhook), and the Pod is small, so no client may
+hold more than a bounded share of it for a bounded time:
+
+- one thread reads every connection through a selector, so a slow client costs a
+  socket and a small buffer, never a thread; a few workers run the handler, and only
+  on a request that has fully arrived;
+- a request (request line, headers and body) must arrive whole within
+  ``request_timeout`` seconds of the connection, however slowly it trickles in;
+- at most ``max_connections`` are open at once; one more is answered 503 at once;
+- headers are capped per request, bodies per request and across all requests;
+- a response is plain text, closes the connection, and names no server or version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.message
+import http.client
+import io
+import logging
+import queue
+import re
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Literal
+
+from gitsync.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 16384
+# after answering, read and drop what the client still sends for this long before
+# closing: closing with unread data resets the connection, and the client may lose
+# the answer (a 413 sent before the body was read)
+_LINGER = 1.0
+_LENGTH = re.compile(r"[0-9]{1,15}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    request_timeout: float = 10.0
+    max_connections: int = 256
+    max_header_bytes: int = 8192
+    max_body: int = 1 << 20
+    #: body bytes held across all connections at once (headers are bounded by the above)
+    max_buffered: int = 4 << 20
+    backlog: int = 1024
+    workers: int = 4
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    peer: str
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: str
+    content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+Handler = Callable[[Request], Response]
+
+
+class BadRequest(Exception):
+    """A request refused before the handler sees it; ``reason`` labels the metric."""
+
+    def __init__(self, status: int, message: str, reason: str = "bad_request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.reason = reason
+
+
+# --- parsing (pure) ---------------------------------------------------------------------
+
+
+def parse_head(head: bytes) -> tuple[str, str, email.message.Message]:
+    """Method, path (without the query) and headers of a request head ending in CRLFCRLF."""
+    line, _, rest = head.partition(b"\r\n")
+    parts = line.split(b" ")
+    if len(parts) != 3 or not re.fullmatch(rb"HTTP/1\.[01]", parts[2]):
+        raise BadRequest(400, "malformed request line")
+    method, target = parts[0], parts[1]
+    if not method.isalpha() or not method.isupper() or not target.startswith(b"/"):
+        raise BadRequest(400, "malformed request line")
+    try:
+        headers = http.client.parse_headers(io.BytesIO(rest))
+    except http.client.HTTPException as e:
+        raise BadRequest(431, "request headers too large", "too_large") from e
+    path = target.split(b"?", 1)[0].decode("ascii", "replace")
+    return method.decode("ascii"), path, headers
+
+
+def body_length(method: str, headers: email.message.Message, max_body: int) -> int:
+    """The body length the headers announce, checked before any of the body is read."""
+    if headers.get("Transfer-Encoding") is not None:
+        # only Content-Length: a chunked body's size is unknown until it has been read
+        raise BadRequest(411, "a Content-Length is required (no Transfer-Encoding)")
+    values = {v.strip() for v in headers.get_all("Content-Length") or []}
+    if not values:
+        if method == "POST":
+            raise BadRequest(411, "a Content-Length is required")
+        return 0
+    # several different lengths, or a sign or a space in one: smuggling, never guessing
+    if len(values) != 1 or not _LENGTH.fullmatch(next(iter(values))):
+        raise BadRequest(411, "invalid Content-Length")
+    length = int(next(iter(values)))
+    if length > max_body:
+        raise BadRequest(413, f"body over {max_body} bytes", "too_large")
+    return length
+
+
+def render(response: Response) -> bytes:
+    data = response.body.encode()
+    try:
+        phrase = HTTPStatus(response.status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [
+        f"HTTP/1.1 {response.status} {phrase}",
+        f"Content-Type: {response.content_type}",
+        f"Content-Length: {len(data)}",
+        "Connection: close",
+        "Cache-Control: no-store",
+        "X-Content-Type-Options: nosniff",
+        *(f"{k}: {v}" for k, v in response.headers),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+
+
+# --- the server -------------------------------------------------------------------------
+
+State = Literal["head", "body", "handling", "writing", "closing"]
+
+
+@dataclass(eq=False)
+class _Conn:
+    sock: socket.socket
+    peer: str
+    deadline: float
+    state: State = "head"
+    buf: bytearray = field(default_factory=bytearray)
+    need: int = 0
+    reserved: int = 0
+    out: bytes = b""
+    method: str = ""
+    path: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Server:
+    """``serve_forever()`` in one thread, ``shutdown()`` from another (as socketserver)."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: Handler,
+        limits: Limits | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.handler = handler
+        self.limits = limits or Limits()
+        self.metrics = metrics
+        self._clock = clock
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # OSError (in use, no such address) goes to the caller, which names the flag
+        self._listener = socket.create_server(
+            (host.strip("[]"), port), family=family, backlog=self.limits.backlog
+        )
+        self._listener.setblocking(False)
+        self.server_address: tuple[str, int] = self._listener.getsockname()[:2]
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._conns: dict[socket.socket, _Conn] = {}
+        self._buffered = 0
+        self._work: queue.SimpleQueue[tuple[_Conn, Request] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[_Conn, Response]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._serving = False
+        self._accept_paused_until = 0.0
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def serve_forever(self) -> None:
+        self._serving = True
+        workers = [
+            threading.Thread(target=self._worker, name=f"http-worker-{i}", daemon=True)
+            for i in range(self.limits.workers)
+        ]
+        for w in workers:
+            w.start()
+        self._selector.register(self._listener, selectors.EVENT_READ, "accept")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        try:
+            while not self._stop.is_set():
+                self._step()
+        finally:
+            for _ in workers:
+                self._work.put(None)
+            for conn in list(self._conns.values()):
+                self._close(conn)
+            self._selector.close()
+            self.server_close()
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` and wait until it has returned."""
+        self._stop.set()
+        self._wake()
+        if self._serving:
+            self._stopped.wait()
+
+    def server_close(self) -> None:
+        """Release the port (``serve_forever`` does it when it stops)."""
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            sock.close()
+
+    def open_connections(self) -> int:
+        return len(self._conns)
+
+    # --- the loop -------------------------------------------------------------------
+
+    def _step(self) -> None:
+        now = self._clock()
+        if self._accept_paused_until and now >= self._accept_paused_until:
+            self._accept_paused_until = 0.0
+            self._selector.register(self._listener, selectors.EVENT_READ, "accept")
+        deadlines = [c.deadline for c in self._conns.values() if c.state != "handling"]
+        timeout = max(0.0, min([now + 1.0, *deadlines]) - now)
+        for key, _mask in self._selector.select(timeout):
+            if key.data == "accept":
+                self._accept()
+            elif key.data == "wake":
+                self._drain_wake()
+            elif isinstance(key.data, _Conn):
+                conn = key.data
+                if conn.state == "writing":
+                    self._send(conn)
+                else:
+                    self._receive(conn)
+        while True:
+            try:
+                conn, response = self._done.get_nowait()
+            except queue.Empty:
+                break
+            self._release(conn)
+            self._answer(conn, response)
+        self._expire(self._clock())
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                # out of file descriptors: stop accepting for a moment rather than spin
+                log.warning("http: accept failed: %s", e.strerror)
+                self._selector.unregister(self._listener)
+                self._accept_paused_until = self._clock() + 0.1
+                return
+            sock.setblocking(False)
+            if len(self._conns) >= self.limits.max_connections:
+                self._count("connections")
+                with contextlib.suppress(OSError):
+                    sock.send(render(Response(503, "too many connections\n")))
+                sock.close()
+                continue
+            peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+            conn = _Conn(sock, peer, self._clock() + self.limits.request_timeout)
+            self._conns[sock] = conn
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _receive(self, conn: _Conn) -> None:
+        want = _CHUNK if conn.state != "body" else max(1, min(_CHUNK, conn.need - len(conn.buf)))
+        try:
+            data = conn.sock.recv(want)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if not data:  # the client is gone (or done, when we linger)
+            self._close(conn)
+            return
+        if conn.state == "closing":
+            return
+        conn.buf += data
+        try:
+            if conn.state == "head":
+                self._head(conn)
+            if conn.state == "body" and len(conn.buf) >= conn.need:
+                self._dispatch(conn)
+        except BadRequest as e:
+            self._count(e.reason)
+            self._answer(conn, Response(e.status, e.message + "\n"))
+
+    def _head(self, conn: _Conn) -> None:
+        end = conn.buf.find(b"\r\n\r\n")
+        limit = self.limits.max_header_bytes
+        if end < 0 and len(conn.buf) <= limit:
+            return
+        if end < 0 or end + 4 > limit:
+            raise BadRequest(431, "request headers too large", "too_large")
+        method, path, message = parse_head(bytes(conn.buf[: end + 4]))
+        length = body_length(method, message, self.limits.max_body)
+        if self._buffered + length > self.limits.max_buffered:
+            raise BadRequest(503, "busy: too many request bodies at once, retry", "busy")
+        self._buffered += length
+        conn.reserved = length
+        conn.method, conn.path, conn.need = method, path, length
+        conn.headers = {k: v for k, v in message.items()}
+        conn.buf = conn.buf[end + 4 :]
+        conn.state = "body"
+
+    def _dispatch(self, conn: _Conn) -> None:
+        body = bytes(conn.buf[: conn.need])
+        conn.buf = bytearray()
+        conn.state = "handling"
+        self._selector.unregister(conn.sock)
+        self._work.put((conn, Request(conn.method, conn.path, conn.headers, body, conn.peer)))
+
+    def _answer(self, conn: _Conn, response: Response) -> None:
+        log.debug("http: %s %s %s -> %d", conn.peer, conn.method, conn.path, response.status)
+        self._release(conn)
+        conn.out = render(response)
+        conn.buf = bytearray()
+        # the answer gets its own time: a slow handler is not the client's fault
+        conn.deadline = self._clock() + self.limits.request_timeout
+        if conn.state == "handling":
+            self._selector.register(conn.sock, selectors.EVENT_WRITE, conn)
+        else:
+            self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
+        conn.state = "writing"
+        self._send(conn)
+
+    def _send(self, conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        conn.out = conn.out[sent:]
+        if conn.out:
+            return
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(conn)
+            return
+        conn.state = "closing"
+        conn.deadline = min(conn.deadline, self._clock() + _LINGER)
+        self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def _expire(self, now: float) -> None:
+        for conn in list(self._conns.values()):
+            if conn.state == "handling" or conn.deadline > now:
+                continue
+            if conn.state in ("head", "body"):
+                self._count("timeout")
+                self._answer(conn, Response(408, "request not received in time\n"))
+                # the client is slow by definition: do not wait on it to take the answer
+                conn.deadline = min(conn.deadline, now + _LINGER)
+            else:
+                self._close(conn)
+
+    def _release(self, conn: _Conn) -> None:
+        self._buffered -= conn.reserved
+        conn.reserved = 0
+
+    def _close(self, conn: _Conn) -> None:
+        self._release(conn)
+        self._conns.pop(conn.sock, None)
+        if conn.state != "handling":
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn.sock)
+        conn.sock.close()
+
+    # --- workers --------------------------------------------------------------------
+
+    def _worker(self) -> None:
+        while (item := self._work.get()) is not None:
+            conn, request = item
+            try:
+                response = self.handler(request)
+            except Exception:
+                # a bug in one route must not take the server down
+                log.exception("http: %s %s failed", request.method, request.path)
+                response = Response(500, "internal error\n")
+            self._done.put((conn, response))
+            self._wake()
+
+    def _wake(self) -> None:
+        # OSError: the buffer is full, so the loop is awake anyway
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _count(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.inc("gitsync_http_refused_total", reason=reason)

@@ -1,0 +1,150 @@
+"""The daemon's routes over real HTTP on loopback: replays and the webhook rate limit.
+
+No cluster: the daemon gets a stand-in controller, and its sync trigger is counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from gitsync.controller import Controller
+from gitsync.daemon import Daemon, DaemonOptions
+
+SECRET = b"hook-secret-for-tests"
+
+
+class Served:
+    def __init__(self, daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.daemon = daemon
+        self.port = daemon.http.server_address[1]
+        self.triggered: list[float] = []
+        monkeypatch.setattr(daemon, "trigger", lambda: self.triggered.append(time.monotonic()))
+
+    def post(self, body: bytes, **headers: str) -> tuple[int, str, dict[str, str]]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/hooks/git", data=body, method="POST"
+        )
+        for k, v in headers.items():
+            req.add_header(k.replace("_", "-"), v)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return int(resp.status), resp.read().decode(), dict(resp.headers)
+        except urllib.error.HTTPError as e:
+            return int(e.code), e.read().decode(), dict(e.headers)
+
+    def webhook(self, body: bytes, delivery: str) -> tuple[int, str]:
+        code, text, _ = self.post(body, X_Hub_Signature_256=sign(body), X_GitHub_Delivery=delivery)
+        return code, text
+
+
+def sign(body: bytes) -> str:
+    return "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+
+
+def push(n: int) -> bytes:
+    return json.dumps({"ref": "refs/heads/main", "after": f"{n:040x}"}).encode()
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    options: dict[str, Any] = getattr(request, "param", {})
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()), kube=SimpleNamespace(requests={})
+    )
+    daemon = Daemon(
+        cast(Controller, fake),
+        None,
+        DaemonOptions(listen="127.0.0.1:0", leader_elect=False, webhook_secret=SECRET, **options),
+    )
+    thread = threading.Thread(target=daemon.http.serve_forever, daemon=True)
+    thread.start()
+    yield Served(daemon, monkeypatch)
+    daemon.stop()
+    daemon.http.shutdown()
+    thread.join(10)
+
+
+def metric(served: Served, result: str) -> float:
+    return served.daemon.metrics.get("gitsync_webhook_requests_total", result=result)
+
+
+def test_a_replayed_delivery_is_acknowledged_and_syncs_nothing(served: Served) -> None:
+    assert served.webhook(push(1), "d-1") == (202, "sync triggered\n")
+    # GitHub's own retry of a delivery, or someone replaying it: 2xx, no sync
+    assert served.webhook(push(1), "d-1") == (200, "duplicate delivery: already handled\n")
+    # GitHub signs the body only: a new delivery id on an old body is still a replay
+    assert served.webhook(push(1), "d-forged")[0] == 200
+    assert served.webhook(push(2), "d-2")[0] == 202  # a new push
+    assert len(served.triggered) == 2
+    assert metric(served, "duplicate") == 2 and metric(served, "accepted") == 2
+    # an unauthenticated request is neither remembered nor triggers anything
+    code, _, _ = served.post(push(3), X_Hub_Signature_256="sha256=" + "0" * 64)
+    assert code == 401
+    assert served.webhook(push(3), "d-3")[0] == 202
+    assert len(served.triggered) == 3
+
+
+def test_a_delivery_that_failed_can_be_retried(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a standby that cannot reach the leader answers 503; the Git host's retry must count
+    leader = SimpleNamespace(is_leader=lambda: False, request_sync=lambda: False)
+    monkeypatch.setattr(served.daemon, "leader", leader)
+    assert served.webhook(push(1), "d-1")[0] == 503
+    leader.request_sync = lambda: True
+    assert served.webhook(push(1), "d-1")[0] == 202
+    assert metric(served, "failed") == 1 and metric(served, "forwarded") == 1
+
+
+@pytest.mark.parametrize("served", [{"webhook_rate": 1.0, "webhook_burst": 3}], indirect=True)
+def test_webhook_syncs_are_rate_limited_and_no_push_is_lost(served: Served) -> None:
+    start = time.monotonic()
+    answers = [served.webhook(push(n), f"d-{n}") for n in range(20)]
+    sent = time.monotonic() - start
+    assert sent < 0.9, "the flood should take well under the refill time"
+    # every delivery is acknowledged (a 4xx/5xx would make the Git host retry it)
+    assert {code for code, _ in answers} == {202}
+    assert len(served.triggered) == 3  # the burst
+    assert metric(served, "limited") == 17
+    # the pushes over the limit are not lost: one more sync, when the next token comes
+    time.sleep(1.5)
+    assert len(served.triggered) == 4
+    assert 0.9 <= served.triggered[3] - start <= 1.0 + sent + 0.3
+    time.sleep(1.0)
+    assert len(served.triggered) == 4  # and no more than that
+    # after a quiet second, a token is there again
+    assert served.webhook(push(99), "d-99")[0] == 202 and len(served.triggered) == 5
+
+
+def test_routes_and_methods(served: Served) -> None:
+    base = f"http://127.0.0.1:{served.port}"
+    with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
+        assert resp.read() == b"ok\n"
+        assert resp.headers.get("Server") is None
+    for method, path, code in [
+        ("GET", "/hooks/git", 405),
+        ("POST", "/healthz", 405),
+        ("GET", "/nowhere", 404),
+        ("GET", "/readyz", 503),  # the stand-in controller never syncs
+    ]:
+        req = urllib.request.Request(base + path, data=b"" if method == "POST" else None)
+        req.method = method
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=5)
+        assert err.value.code == code, (method, path)
+        assert err.value.headers.get("Server") is None
+    # a body over the cap is refused before it is read, and counted
+    code, text, headers = served.post(b"", Content_Length=str((1 << 20) + 1))
+    assert (code, text) == (413, f"body over {1 << 20} bytes\n")
+    assert "Server" not in headers

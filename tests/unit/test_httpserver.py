@@ -1,0 +1,210 @@
+"""The daemon's HTTP server under hostile clients, over real sockets on loopback."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from gitsync.httpserver import Limits, Request, Response, Server, parse_head
+from gitsync.metrics import Metrics
+
+
+def echo(request: Request) -> Response:
+    if request.path == "/boom":
+        raise RuntimeError("a bug in a route")
+    return Response(200, f"{request.method} {request.path} {len(request.body)}\n")
+
+
+@contextmanager
+def serving(limits: Limits, metrics: Metrics | None = None) -> Iterator[Server]:
+    server = Server(("127.0.0.1", 0), echo, limits, metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def connect(server: Server) -> socket.socket:
+    return socket.create_connection(server.server_address, timeout=10)
+
+
+def exchange(server: Server, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    with connect(server) as sock:
+        sock.sendall(raw)
+        return read_response(sock)
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def healthz(server: Server) -> tuple[int, float]:
+    start = time.monotonic()
+    url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return int(resp.status), time.monotonic() - start
+
+
+def test_a_slow_client_is_cut_at_the_request_deadline() -> None:
+    metrics = Metrics()
+    with serving(Limits(request_timeout=2.0), metrics) as server, connect(server) as sock:
+        start = time.monotonic()
+        request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        stop = threading.Event()
+
+        def trickle() -> None:  # one byte a second: each read alone is quick enough
+            for byte in request:
+                if stop.wait(1.0):
+                    return
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    return
+
+        threading.Thread(target=trickle, daemon=True).start()
+        status, headers, body = read_response(sock)
+        elapsed = time.monotonic() - start
+        stop.set()
+    assert status == 408 and body == b"request not received in time\n"
+    assert headers["content-type"].startswith("text/plain")
+    assert 1.9 <= elapsed < 3.5, elapsed
+    assert metrics.get("gitsync_http_refused_total", reason="timeout") == 1
+
+
+def test_slow_clients_hold_no_thread_and_probes_still_answer() -> None:
+    with serving(Limits(request_timeout=6.0)) as server:
+        assert healthz(server)[0] == 200
+        baseline = threading.active_count()
+        slow = [connect(server) for _ in range(200)]
+        try:
+            # 1 byte/s from each of 200 clients, while the probe is asked
+            latencies: list[float] = []
+            for i in range(3):
+                for sock in slow:
+                    sock.send(b"GET /healthz HTTP/1.1\r\n"[i : i + 1])
+                status, latency = healthz(server)
+                assert status == 200
+                latencies.append(latency)
+                # all 200 are held (not refused), yet not one more thread is running
+                assert server.open_connections() >= 200
+                assert threading.active_count() - baseline <= 1
+                time.sleep(1.0)
+            print(f"/healthz with 200 slow clients: max {max(latencies) * 1000:.0f} ms")
+            assert max(latencies) < 1.0
+            # at the deadline every slow client is answered 408 and let go
+            deadline = time.monotonic() + 10
+            while server.open_connections() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert server.open_connections() == 0
+            assert read_response(slow[0])[0] == 408
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_connections_over_the_cap_are_answered_503_at_once() -> None:
+    metrics = Metrics()
+    with serving(Limits(max_connections=3), metrics) as server:
+        idle = [connect(server) for _ in range(3)]
+        time.sleep(0.2)  # accepted
+        start = time.monotonic()
+        with connect(server) as extra:
+            status, _, body = read_response(extra)
+        assert status == 503 and body == b"too many connections\n"
+        assert time.monotonic() - start < 1.0
+        assert metrics.get("gitsync_http_refused_total", reason="connections") == 1
+        idle.pop().close()
+        time.sleep(0.2)
+        assert exchange(server, b"GET /x HTTP/1.1\r\n\r\n")[0] == 200
+        for sock in idle:
+            sock.close()
+
+
+def test_answers_are_plain_text_without_a_server_banner() -> None:
+    with serving(Limits()) as server:
+        for raw, code in [
+            (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+            (b"GET /boom HTTP/1.1\r\n\r\n", 500),  # a crashing route
+            (b"BREW /pot HTTP/1.1\r\n\r\n", 200),  # methods are the handler's business
+            (b"GET / HTTP/9.9\r\n\r\n", 400),
+            (b"nonsense\r\n\r\n", 400),
+            (b"GET /x HTTP/1.1\r\nbad header line\r\n\r\n", 200),
+        ]:
+            status, headers, body = exchange(server, raw)
+            assert status == code, raw
+            assert "server" not in headers, headers
+            assert headers["content-type"] == "text/plain; charset=utf-8"
+            assert headers["connection"] == "close"
+            assert int(headers["content-length"]) == len(body)
+            text = body.decode()
+            assert "Python" not in text and "<" not in text and "Traceback" not in text
+        # the server survives a crashing route
+        assert exchange(server, b"GET /x HTTP/1.1\r\n\r\n")[2] == b"GET /x 0\n"
+
+
+def test_bodies_and_headers_are_capped() -> None:
+    metrics = Metrics()
+    limits = Limits(max_body=100, max_buffered=150, max_header_bytes=1024)
+    with serving(limits, metrics) as server:
+        post = b"POST /hook HTTP/1.1\r\nContent-Length: %d\r\n\r\n"
+        assert exchange(server, post % 100 + b"x" * 100)[2] == b"POST /hook 100\n"
+        # refused before the body is read: the client need not send it
+        assert exchange(server, post % 101)[0] == 413
+        assert exchange(server, b"POST /hook HTTP/1.1\r\n\r\n")[0] == 411
+        assert exchange(server, b"POST /h HTTP/1.1\r\nContent-Length: -1\r\n\r\n")[0] == 411
+        assert exchange(server, b"POST /h HTTP/1.1\r\nContent-Length: +1\r\n\r\nx")[0] == 411
+        two = b"POST /h HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx"
+        assert exchange(server, two)[0] == 411
+        chunked = b"POST /h HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+        assert exchange(server, chunked)[0] == 411
+        big_head = b"GET /x HTTP/1.1\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
+        assert exchange(server, big_head)[0] == 431
+        endless_head = b"GET /x HTTP/1.1\r\nX-Pad: " + b"p" * 5000  # never ends
+        assert exchange(server, endless_head)[0] == 431
+        # bodies held across connections: a second large one waits its turn (503)
+        with connect(server) as first:
+            first.sendall(post % 100 + b"x" * 10)
+            time.sleep(0.2)
+            assert exchange(server, post % 60 + b"y" * 60)[0] == 503
+            assert exchange(server, post % 50 + b"y" * 50)[0] == 200  # still fits
+            first.sendall(b"x" * 90)
+            assert read_response(first)[2] == b"POST /hook 100\n"
+        assert exchange(server, post % 60 + b"y" * 60)[0] == 200  # freed
+    assert metrics.get("gitsync_http_refused_total", reason="too_large") == 3
+    assert metrics.get("gitsync_http_refused_total", reason="busy") == 1
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_listen_backlog_is_raised() -> None:
+    with serving(Limits(backlog=1024)) as server:
+        port = server.server_address[1]
+        out = subprocess.run(
+            ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    # for a listening socket, ss shows the backlog as Send-Q (capped by net.core.somaxconn)
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert int(out[2]) == min(1024, somaxconn) > 5
+
+
+def test_parse_head() -> None:
+    method, path, headers = parse_head(b"POST /hooks/git?x=1 HTTP/1.1\r\nX-A: b\r\n\r\n")
+    assert (method, path, headers["x-a"]) == ("POST", "/hooks/git", "b")
