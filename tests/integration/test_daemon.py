@@ -117,6 +117,31 @@ def test_webhook_with_bad_signature_is_refused_and_runs_nothing(
     wait_until(lambda: get(kube, "MyApp", namespace, "sneaky"), timeout=30, what="sneaky")
 
 
+def test_a_replayed_delivery_is_acknowledged_and_applies_nothing(
+    kube: Kube, namespace: str, upstream: Upstream, webhook_daemon: Running
+) -> None:
+    upstream.commit({"apps/second.yaml": app_yaml(namespace, "second")})
+    body = b'{"ref": "refs/heads/main", "after": "second"}'
+    delivery = {"X_Hub_Signature_256": sign(body), "X_GitHub_Delivery": "72d3162e-1"}
+    assert webhook_daemon.http("POST", "/hooks/git", body, **delivery)[0] == 202
+    wait_until(lambda: get(kube, "MyApp", namespace, "second"), timeout=30, what="second")
+    _, metrics = webhook_daemon.http("GET", "/metrics")
+    syncs = [line for line in metrics.splitlines() if line.startswith("gitsync_sync_total")]
+    # a new commit, then the old delivery again (GitHub's redelivery, or a replay)
+    upstream.commit({"apps/replayed.yaml": app_yaml(namespace, "replayed")})
+    code, text = webhook_daemon.http("POST", "/hooks/git", body, **delivery)
+    assert (code, text) == (200, "duplicate delivery: already handled\n")
+    time.sleep(3)
+    assert get(kube, "MyApp", namespace, "replayed") is None
+    _, metrics = webhook_daemon.http("GET", "/metrics")
+    assert [line for line in metrics.splitlines() if line.startswith("gitsync_sync_total")] == syncs
+    assert 'gitsync_webhook_requests_total{result="duplicate"} 1' in metrics
+    # a real new push goes through
+    new = b'{"ref": "refs/heads/main", "after": "replayed"}'
+    assert webhook_daemon.http("POST", "/hooks/git", new, X_Hub_Signature_256=sign(new))[0] == 202
+    wait_until(lambda: get(kube, "MyApp", namespace, "replayed"), timeout=30, what="replayed")
+
+
 def test_polling_applies_a_push_within_an_interval(
     kube: Kube, crd: str, namespace: str, upstream: Upstream, cache_dir: Path
 ) -> None:
