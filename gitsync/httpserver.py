@@ -237,6 +237,9 @@ class Server:
     def open_connections(self) -> int:
         return len(self._conns)
 
+    def reserved_body_bytes(self) -> int:
+        return self._buffered
+
     # --- the loop -------------------------------------------------------------------
 
     def _step(self) -> None:
