@@ -15,6 +15,7 @@ import socket
 import threading
 from dataclasses import dataclass
 from types import FrameType
+from typing import Literal
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -269,26 +270,29 @@ class Daemon:
         if verdict == "later":
             self._request_sync_later(decision.delay)
             return answer("limited", 202, f"sync in {decision.delay:.1f}s (rate limit)")
-        if self.leader is None or self.is_leader():
-            self.trigger()
-            return answer("accepted", 202, "sync triggered")
-        if self.leader.request_sync():
-            # a standby got it (the Service spreads deliveries): pass it on
-            return answer("forwarded", 202, "sync requested from the leader")
-        self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
-        return answer("failed", 503, "could not reach the leader")
+        result = self._request_sync()
+        if result == "failed":
+            self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
+            return answer(result, 503, "could not reach the leader")
+        text = "sync triggered" if result == "accepted" else "sync requested from the leader"
+        return answer(result, 202, text)
 
     def _request_sync_later(self, delay: float) -> None:
+        def deferred() -> None:
+            if self._request_sync() == "failed":
+                log.warning("a push delivered to this standby could not be passed to the leader")
+
         # one at a time: the rate limit answers "pending" while this one waits
-        self._later = threading.Timer(delay, self._request_sync)
+        self._later = threading.Timer(delay, deferred)
         self._later.daemon = True
         self._later.start()
 
-    def _request_sync(self) -> None:
+    def _request_sync(self) -> Literal["accepted", "forwarded", "failed"]:
         if self.leader is None or self.is_leader():
             self.trigger()
-        elif not self.leader.request_sync():
-            log.warning("a push delivered to this standby could not be passed to the leader")
+            return "accepted"
+        # a standby got it (the Service spreads deliveries): pass it on through the Lease
+        return "forwarded" if self.leader.request_sync() else "failed"
 
 
 def _address(listen: str) -> tuple[str, int]:
