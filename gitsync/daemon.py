@@ -23,7 +23,8 @@ from gitsync import metrics as metricslib
 from gitsync import webhook
 from gitsync.controller import Controller
 from gitsync.errors import ConfigError, GitsyncError
-from gitsync.httpserver import Limits, Request, Response, Server
+from gitsync.httpproto import Request, Response
+from gitsync.httpserver import Limits, Server
 from gitsync.leader import LeaderElector
 from gitsync.sync import Syncer
 

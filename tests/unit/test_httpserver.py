@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.httpserver import Limits, Request, Response, Server, parse_head
+from gitsync.httpproto import Request, Response
+from gitsync.httpserver import Limits, Server
 from gitsync.metrics import Metrics
 
 
@@ -211,8 +212,3 @@ def test_listen_backlog_is_raised() -> None:
     # for a listening socket, ss shows the backlog as Send-Q (capped by net.core.somaxconn)
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
     assert int(out[2]) == min(1024, somaxconn) > 5
-
-
-def test_parse_head() -> None:
-    method, path, headers = parse_head(b"POST /hooks/git?x=1 HTTP/1.1\r\nX-A: b\r\n\r\n")
-    assert (method, path, headers["x-a"]) == ("POST", "/hooks/git", "b")
