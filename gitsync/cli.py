@@ -269,7 +269,7 @@ def sync(output: str, **kw: Any) -> None:
     type=click.IntRange(min=1),
     default=256,
     show_default=True,
-    help="Open HTTP connections at most; more are answered 503 at once.",
+    help="Open HTTP connections at most; beyond, the oldest unfinished request is dropped.",
 )
 @opt(
     "--workers",

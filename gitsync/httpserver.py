@@ -8,7 +8,8 @@ hold more than a bounded share of it for a bounded time:
   on a request that has fully arrived;
 - a request (request line, headers and body) must arrive whole within
   ``request_timeout`` seconds of the connection, however slowly it trickles in;
-- at most ``max_connections`` are open at once; one more is answered 503 at once;
+- at most ``max_connections`` are open at once; one more takes the place of the
+  request that has been arriving longest (refused only when all are being answered);
 - headers are capped per request, bodies per request and across all requests;
 - a response is plain text, closes the connection, and names no server or version.
 """
@@ -196,16 +197,34 @@ class Server:
                 self._accept_paused_until = self._clock() + 0.1
                 return
             sock.setblocking(False)
-            if len(self._conns) >= self.limits.max_connections:
-                self._count("connections")
-                with contextlib.suppress(OSError):
-                    sock.send(render(Response(503, "too many connections\n")))
-                sock.close()
+            if len(self._conns) >= self.limits.max_connections and not self._evict_oldest():
+                self._refuse(sock)
                 continue
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
             conn = _Conn(sock, peer, self._clock() + self.limits.request_timeout)
             self._conns[sock] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _evict_oldest(self) -> bool:
+        """Make room by dropping the connection that has been sending its request longest.
+
+        Refusing the newcomer instead would let whoever holds the connections first keep
+        them, probes (and the kubelet's restarts) included; the oldest unfinished request
+        is the likeliest to be a slow client, and a real one is retried.
+        """
+        reading = [c for c in self._conns.values() if c.state in ("head", "body")]
+        if not reading:
+            return False
+        oldest = min(reading, key=lambda c: c.deadline)
+        self._close(oldest, refused=True)
+        return True
+
+    def _refuse(self, sock: socket.socket) -> None:
+        self._count("connections")
+        # best effort and never waited for: this costs the server nothing more
+        with contextlib.suppress(OSError):
+            sock.send(render(Response(503, "too many connections\n")))
+        sock.close()
 
     def _receive(self, conn: _Conn) -> None:
         want = _CHUNK if conn.state != "body" else max(1, min(_CHUNK, conn.need - len(conn.buf)))
@@ -306,13 +325,16 @@ class Server:
         self._buffered -= conn.reserved
         conn.reserved = 0
 
-    def _close(self, conn: _Conn) -> None:
+    def _close(self, conn: _Conn, refused: bool = False) -> None:
         self._release(conn)
         self._conns.pop(conn.sock, None)
         if conn.state != "handling":
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(conn.sock)
-        conn.sock.close()
+        if refused:
+            self._refuse(conn.sock)
+        else:
+            conn.sock.close()
 
     # --- workers --------------------------------------------------------------------
 

@@ -130,22 +130,48 @@ def test_slow_clients_hold_no_thread_and_probes_still_answer() -> None:
                 sock.close()
 
 
-def test_connections_over_the_cap_are_answered_503_at_once() -> None:
+def test_over_the_cap_the_oldest_unfinished_request_makes_room() -> None:
     metrics = Metrics()
     with serving(Limits(max_connections=3), metrics) as server:
         idle = [connect(server) for _ in range(3)]
         settle(lambda: server.open_connections() == 3)
+        # the newcomer is served at once; the one that has been sending longest goes
         start = time.monotonic()
+        assert exchange(server, b"GET /x HTTP/1.1\r\n\r\n")[2] == b"GET /x 0\n"
+        assert time.monotonic() - start < 1.0
+        status, _, body = read_response(idle[0])
+        assert status == 503 and body == b"too many connections\n"
+        assert metrics.get("gitsync_http_refused_total", reason="connections") == 1
+        for sock in idle:
+            sock.close()
+
+
+def test_over_the_cap_with_every_request_being_handled_a_newcomer_is_refused() -> None:
+    release = threading.Event()
+    started: list[str] = []
+
+    def slow_route(request: Request) -> Response:
+        started.append(request.path)
+        release.wait(10)
+        return Response(200, "done\n")
+
+    server = Server(("127.0.0.1", 0), slow_route, Limits(max_connections=2, workers=2))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        busy = [connect(server) for _ in range(2)]
+        for sock in busy:
+            sock.sendall(b"GET /slow HTTP/1.1\r\n\r\n")
+        settle(lambda: len(started) == 2)  # both read whole, and being handled
         with connect(server) as extra:
             status, _, body = read_response(extra)
         assert status == 503 and body == b"too many connections\n"
-        assert time.monotonic() - start < 1.0
-        assert metrics.get("gitsync_http_refused_total", reason="connections") == 1
-        idle.pop().close()
-        settle(lambda: server.open_connections() == 2)
-        assert exchange(server, b"GET /x HTTP/1.1\r\n\r\n")[0] == 200
-        for sock in idle:
-            sock.close()
+        release.set()
+        assert [read_response(sock)[0] for sock in busy] == [200, 200]
+    finally:
+        release.set()
+        server.shutdown()
+        thread.join(10)
 
 
 def test_answers_are_plain_text_without_a_server_banner() -> None:
