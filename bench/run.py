@@ -43,8 +43,8 @@ from bench.common import (
 )
 from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.converge import stamped
 from gitsync.kube import Kube
+from gitsync.plan import stamped
 from gitsync.render import render
 from gitsync.source import GitSource, open_source
 from gitsync.sync import Syncer, SyncOptions

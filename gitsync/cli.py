@@ -33,6 +33,7 @@ from gitsync.api import (
     key_of,
 )
 from gitsync.apply import path_of
+from gitsync.changeset import ChangeSet, plan
 from gitsync.cli_options import (
     cluster_options,
     expected_errors,
@@ -40,13 +41,14 @@ from gitsync.cli_options import (
     field_manager_option,
     opt,
     output_option,
+    policy_options,
     source_options,
     sync_options,
 )
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.errors import ConfigError
 from gitsync.kube import Kube, resource_path
-from gitsync.plan import plan
+from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
@@ -324,10 +326,14 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
 @opt("--allow-empty", env="ALLOW_EMPTY", is_flag=True, help="As for sync.")
 @opt("--prune-max-fraction", env="PRUNE_MAX_FRACTION", type=float, default=0.5, show_default=True)
+@policy_options
+@field_manager_option
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
-    """Preview what a sync would change (no writes). Exit 0 same, 1 differs, 2 error."""
+    """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
+    to write (created, configured, pruned), 2 error. Drift a sync leaves (policy report,
+    suspend) and conflicts with other controllers are shown, and do not make it 1."""
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     # the two LISTs and reading the manifests overlap: together they are the run
     with ThreadPoolExecutor(3) as pool:
@@ -353,26 +359,47 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         allow_empty=kw["allow_empty"],
         max_fraction=kw["prune_max_fraction"],
     )
-    changes = plan(desired, myapps, deployments, pplan.delete)
-    use_color = sys.stdout.isatty() if color is None else color
+    settings = Settings(
+        default_policy=kw["drift_policy"],
+        force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
+        field_manager=kw["field_manager"],
+    )
+    changes = plan(desired, myapps, deployments, pplan.delete, settings)
+    skipped = pplan.skipped if pplan.skipped and set(tracked) - set(desired) else None
     if output == "text":
-        for o in changes.objects:
-            if o.action != "unchanged":
-                click.echo(difflib.unified(o.subject, o.live, o.desired, use_color), nl=False)
-        if pplan.skipped and set(tracked) - set(desired):
-            click.echo(f"prune skipped: {pplan.skipped}", err=True)
+        _print_diff(changes, sys.stdout.isatty() if color is None else color)
+        if skipped:
+            click.echo(f"prune skipped: {skipped}", err=True)
         click.echo(f"{revision}: {changes.summary()}")
     else:
         _emit(
             {
                 "revision": revision,
                 "summary": changes.summary(),
-                "objects": [o.to_json() for o in changes.objects if o.action != "unchanged"],
+                "objects": [c.to_json() for c in changes.objects() if c.action != "unchanged"],
+                "drift": [c.to_json() for c in changes.findings()],
+                "held": [c.to_json() for c in changes.objects() if c.reason and not c.writes],
+                "pruneSkipped": skipped,
             },
             output,
         )
     # a broken manifest is an error even when the rest is unchanged: CI must not pass it
-    sys.exit(2 if loaded.errors else (1 if changes.differs else 0))
+    sys.exit(2 if loaded.errors or changes.failed else (1 if changes.writes else 0))
+
+
+def _print_diff(changes: ChangeSet, color: bool) -> None:
+    """Writes as unified diffs; what a sync leaves (drift, conflicts, held) as lines."""
+    for c in changes.objects():
+        if c.writes:
+            click.echo(difflib.unified(c.subject, c.live, c.desired, color), nl=False)
+        elif c.action == "failed":
+            click.echo(f"error: {c.subject}: {c.reason}", err=True)
+    for c in changes.changes:
+        if c.writes or c.action == "failed" or not (c.reason or c.paths):
+            continue
+        for d in c.diff:
+            click.echo(f"{c.action} {c.subject} {d.path}: live {d.old!r}, git {d.new!r}")
+        click.echo(f"{c.action} {c.subject}: {c.reason}")
 
 
 @main.command()

@@ -165,21 +165,6 @@ def sync_options(f: F) -> F:
                 help="Refuse a prune that would delete more than this share.",
             ),
             opt(
-                "--drift-policy",
-                env="DRIFT_POLICY",
-                type=click.Choice(["correct", "report"]),
-                default="correct",
-                show_default=True,
-                help="Default for MyApps without spec.driftPolicy.",
-            ),
-            opt(
-                "--force-managers",
-                env="FORCE_MANAGERS",
-                multiple=True,
-                help="Managers gitsync may take fields back from (default: kubectl*, "
-                "before-first-apply).",
-            ),
-            opt(
                 "--concurrency",
                 env="CONCURRENCY",
                 type=int,
@@ -193,6 +178,32 @@ def sync_options(f: F) -> F:
                 default="default",
                 show_default=True,
                 help="Where the sync status ConfigMap and Lease live.",
+            ),
+        ]
+    ):
+        f = deco(f)
+    return policy_options(f)
+
+
+def policy_options(f: F) -> F:
+    """How differences are settled: shared by sync and run, which apply it, and diff,
+    which previews it."""
+    for deco in reversed(
+        [
+            opt(
+                "--drift-policy",
+                env="DRIFT_POLICY",
+                type=click.Choice(["correct", "report"]),
+                default="correct",
+                show_default=True,
+                help="Default for MyApps without spec.driftPolicy.",
+            ),
+            opt(
+                "--force-managers",
+                env="FORCE_MANAGERS",
+                multiple=True,
+                help="Managers gitsync may take fields back from (default: kubectl*, "
+                "before-first-apply).",
             ),
         ]
     ):

@@ -28,12 +28,13 @@ from gitsync.api import (
     key_of,
 )
 from gitsync.apply import Applier, path_of
-from gitsync.converge import Outcome, Policy, converge
+from gitsync.converge import Outcome, converge
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.events import EventRecorder
 from gitsync.informer import Informer
 from gitsync.keylock import KeyLocks
 from gitsync.kube import Kube, resource_path
+from gitsync.plan import Policy, Settings, policy_for
 from gitsync.render import render
 from gitsync.workqueue import WorkQueue
 
@@ -61,6 +62,8 @@ class Controller:
         self.kube = kube
         self.config = config
         self.applier = Applier(kube, config.field_manager)
+        #: the policy inputs ``gitsync diff`` plans with too
+        self.settings = Settings(config.default_policy, config.force_managers, config.field_manager)
         self.events = events or EventRecorder(kube)
         self.is_leader = is_leader
         self.queue = WorkQueue()
@@ -282,13 +285,7 @@ class Controller:
             self.events.emit(myapp, "Warning", "ApplyFailed", error)
 
     def _policy(self, myapp: Obj) -> Policy:
-        spec = myapp.get("spec") or {}
-        return Policy(
-            correct=(spec.get("driftPolicy") or self.config.default_policy) == "correct",
-            suspended=bool(spec.get("suspend")),
-            force_managers=self.config.force_managers,
-            field_manager=self.config.field_manager,
-        )
+        return policy_for(myapp, self.settings)
 
     def _converge_myapp(
         self, key: str, myapp: Obj | None
@@ -300,9 +297,8 @@ class Controller:
         if git is None:
             return myapp, [], "unchanged"
         name = key.split("/", 1)[1]
-        policy = self._policy(git)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
-        mp = Policy(policy.correct, False, policy.force_managers, policy.field_manager)
+        mp = policy_for(git, self.settings, suspendable=False)
         res = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
         if res.corrected and myapp is not None:
             fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)

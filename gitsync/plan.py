@@ -1,92 +1,291 @@
-"""The diff engine behind ``gitsync diff``: desired (Git) against live, as a change set.
+"""The planner: what a sync writes, decided in one place for ``gitsync sync`` and
+``gitsync diff`` (diff == sync).
 
-Reads only (one LIST of MyApps and one of Deployments); never writes, not even
-a dry-run. Per object the fast path compares the projection of live with
-canonical desired using ``==``; only objects that differ go through deepdiff
-to say which fields changed.
+Pure: it reads desired and live objects (managedFields included) and decides per
+object; :mod:`gitsync.converge` carries a decision out, :mod:`gitsync.changeset`
+prints it. A difference between desired and live is one of three things, told
+apart by who owns the live value in managedFields:
+
+- owned by gitsync: the desired state moved (a Git commit, a MyApp edit) and is
+  applied, whatever the drift policy;
+- owned by a one-off tool (``kubectl*``, ``before-first-apply``): drift; with
+  policy ``correct`` it is taken back with ``force``, with ``report`` left;
+- owned by another controller (an HPA, another operator): a conflict, always
+  reported and never fought over: the field is left out of our apply body, so
+  gitsync gives up its claim instead of flapping with the other owner.
+
+``suspend`` holds everything back: nothing is created or applied, and what
+differs is shown as held, not as a write.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import copy
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
-from gitsync import diff as difflib
 from gitsync import drift as driftlib
-from gitsync.api import KIND, Obj, subject
+from gitsync.api import (
+    APPLIED_ANNOTATION,
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    KIND,
+    DriftPolicy,
+    Obj,
+    subject,
+)
+from gitsync.managedfields import LIST_KEYS, Path, fields_of, item_key, owner_sets
 from gitsync.render import render
 
-Action = Literal["created", "configured", "unchanged", "pruned"]
+Decision = Literal["created", "configured", "unchanged"]
+#: the uid a MyApp not created yet will have: enough to render its Deployment for a preview
+UID_TO_BE_ASSIGNED: Final = "<to be assigned>"
 
 
 @dataclass(frozen=True)
-class ObjectChange:
+class Policy:
+    correct: bool
+    suspended: bool
+    force_managers: tuple[str, ...]
+    field_manager: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a pass applies by: the daemon's and the CLI's flags."""
+
+    default_policy: DriftPolicy = "correct"
+    force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
+    field_manager: str = FIELD_MANAGER
+
+
+def policy_for(myapp: Obj, s: Settings, *, suspendable: bool = True) -> Policy:
+    """The policy of a MyApp's spec (``driftPolicy``, ``suspend``) under ``s``.
+
+    ``suspendable`` False: suspend stops the Deployment, not the comparison of the
+    MyApp itself with Git."""
+    spec = myapp.get("spec") or {}
+    return Policy(
+        correct=(spec.get("driftPolicy") or s.default_policy) == "correct",
+        suspended=suspendable and bool(spec.get("suspend")),
+        force_managers=s.force_managers,
+        field_manager=s.field_manager,
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """The decision for one object, as a value: whether to write and what.
+
+    ``body`` is the apply body (None: nothing is sent). ``written`` are the paths
+    where the desired state moved, ``corrected`` the drift taken back with force,
+    ``left`` the drift and conflicts that stay, ``held`` what suspend holds back.
+    """
+
     subject: str
-    action: Action
+    action: Decision
     live: Obj | None
-    desired: Obj | None
-    changes: tuple[difflib.Change, ...] = ()
-
-    def to_json(self) -> Obj:
-        return {
-            "object": self.subject,
-            "action": self.action,
-            "changes": [{"path": c.path, "live": c.old, "git": c.new} for c in self.changes],
-        }
-
-
-@dataclass
-class ChangeSet:
-    objects: list[ObjectChange] = field(default_factory=list)
-
-    def count(self, action: Action) -> int:
-        return sum(1 for o in self.objects if o.action == action)
-
-    @property
-    def differs(self) -> bool:
-        return any(o.action != "unchanged" for o in self.objects)
-
-    def summary(self) -> str:
-        return ", ".join(
-            f"{self.count(a)} {a}" for a in ("created", "configured", "unchanged", "pruned")
-        )
+    desired: Obj
+    body: Obj | None = None
+    force: bool = False
+    written: tuple[driftlib.DriftItem, ...] = ()
+    corrected: tuple[driftlib.DriftItem, ...] = ()
+    left: tuple[driftlib.DriftItem, ...] = ()
+    held: tuple[driftlib.DriftItem, ...] = ()
+    reason: str = ""
 
 
-def compare(label: str, desired: Obj, live: Obj | None) -> ObjectChange:
+def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
+    """What converging ``live`` to ``desired`` under ``p`` writes.
+
+    ``label`` names the object in drift items (``Deployment/web``). A "configured"
+    step is still to be confirmed by an SSA dry-run before it is written (see
+    :mod:`gitsync.converge`): the server may store exactly what is live."""
+    meta = desired.get("metadata") or {}
+    who = subject(str(desired.get("kind")), meta.get("namespace", ""), meta.get("name", ""))
     if live is None:
-        return ObjectChange(label, "created", None, desired, tuple(difflib.changes(None, desired)))
+        if p.suspended:
+            return Step(who, "unchanged", None, desired, reason="suspended: not created")
+        return Step(who, "created", None, desired, body=stamped(desired))
+    # the fast path first, on the desired state alone: the stamp (a hash of the
+    # whole body) is only needed to explain a difference, never in steady state
     if driftlib.fast_equal(desired, live):
-        return ObjectChange(label, "unchanged", live, desired)
-    changes = tuple(difflib.changes(live, desired))
-    if not changes:
-        return ObjectChange(label, "unchanged", live, desired)
-    projected = driftlib.project(live, desired)
-    return ObjectChange(label, "configured", projected, desired, changes)
+        return Step(who, "unchanged", live, desired)
+    body = stamped(desired)
+    items = driftlib.attribute(
+        driftlib.drift_items(label, body, live),
+        live.get("metadata", {}).get("managedFields") or [],
+        self_manager=p.field_manager,
+        force_managers=p.force_managers,
+    )
+    if not items:
+        return Step(who, "unchanged", live, desired)
+    ours, foreign = split(items, p, moved=_stamp(live) != _stamp(body))
+    if p.suspended:
+        return Step(
+            who,
+            "unchanged",
+            live,
+            desired,
+            left=tuple(foreign),
+            held=tuple(ours),
+            reason="suspended",
+        )
+    takeback = [i for i in foreign if not i.conflict] if p.correct else []
+    leave = [i for i in foreign if i not in takeback]
+    if not (ours or takeback):
+        return Step(who, "unchanged", live, desired, left=tuple(leave))
+    return Step(
+        who,
+        "configured",
+        live,
+        desired,
+        body=without(body, [i.smd_path for i in leave]),
+        force=bool(takeback),
+        written=tuple(ours),
+        corrected=tuple(takeback),
+        left=tuple(leave),
+    )
 
 
-def plan(
-    desired: dict[str, Obj],
-    myapps: dict[str, Obj],
-    deployments: dict[str, Obj],
-    prune: tuple[str, ...] = (),
-) -> ChangeSet:
-    """``desired``: MyApp apply bodies by key; ``myapps``/``deployments``: live, by key."""
-    out = ChangeSet()
-    for key in sorted(desired):
-        ns, name = key.split("/", 1)
-        body = desired[key]
-        live_app = myapps.get(key)
-        out.objects.append(compare(subject(KIND, ns, name), body, live_app))
-        # the Deployment as the operator would render it from the MyApp-to-be
-        future = {**body, "metadata": {**body["metadata"]}}
-        if live_app is not None:
-            future["metadata"]["uid"] = live_app["metadata"].get("uid")
-        else:
-            future["metadata"]["uid"] = "<to be assigned>"
-        dep = render(future)
-        live_dep = deployments.get(key)
-        out.objects.append(compare(subject("Deployment", ns, name), dep, live_dep))
-    for key in prune:
-        ns, name = key.split("/", 1)
-        out.objects.append(ObjectChange(subject(KIND, ns, name), "pruned", myapps.get(key), None))
+def stamped(desired: Obj) -> Obj:
+    """``desired`` with the hash of itself in an annotation. Live carrying the same
+    hash means the desired state has not moved since it was applied, so every
+    difference is drift, even one no manager owns (a field removed by hand leaves
+    its nearest owned parent, ours, as the only owner in managedFields)."""
+    digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+    # prefixed: a bare digest such as 123e4567... reads as a number to YAML parsers
+    digest = f"sha256:{digest}"
+    meta = desired.get("metadata", {})
+    annotations = {**(meta.get("annotations") or {}), APPLIED_ANNOTATION: digest}
+    return {**desired, "metadata": {**meta, "annotations": annotations}}
+
+
+def _stamp(obj: Obj) -> str | None:
+    return (obj.get("metadata", {}).get("annotations") or {}).get(APPLIED_ANNOTATION)
+
+
+def split(
+    items: list[driftlib.DriftItem], p: Policy, *, moved: bool
+) -> tuple[list[driftlib.DriftItem], list[driftlib.DriftItem]]:
+    """(the desired state moved: apply) and (drift: by policy)."""
+    if moved:
+        ours = [i for i in items if i.manager in (None, p.field_manager)]
+        return ours, [i for i in items if i not in ours]
+    # nothing moved on our side: a difference under our name was made by someone
+    # we cannot name (a removal); it is drift like any other, never a conflict
+    unknown = [
+        dataclasses.replace(i, manager=None, operation=None, conflict=False)
+        if i.manager == p.field_manager
+        else i
+        for i in items
+    ]
+    return [], unknown
+
+
+def without(obj: Obj, paths: list[Path]) -> Obj:
+    """``obj`` minus the fields at these structured-merge-diff paths."""
+    if not paths:
+        return obj
+    out = copy.deepcopy(obj)
+    for path in paths:
+        _remove(out, path)
     return out
+
+
+def _remove(node: object, path: Path) -> None:
+    for i, element in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(node, dict) and element.startswith("f:"):
+            name = element[2:]
+            if name not in node:
+                return
+            if last:
+                del node[name]
+                return
+            node = node[name]
+        elif isinstance(node, list) and element.startswith("k:"):
+            match = next((it for it in node if _matches(it, element)), None)
+            if match is None:
+                return
+            if last:
+                node.remove(match)
+                return
+            node = match
+        else:
+            return
+
+
+def _matches(item: object, element: str) -> bool:
+    if not isinstance(item, dict):
+        return False
+    key = json.loads(element[2:])
+    return all(item.get(k) == v for k, v in key.items())
+
+
+# --- a MyApp and its Deployment --------------------------------------------------
+
+
+def plan_app(
+    git: Obj, live_app: Obj | None, live_dep: Obj | None, s: Settings
+) -> tuple[Step, Step]:
+    """The steps of one Git MyApp and of the Deployment the operator renders from it.
+
+    The MyApp is held to Git under the policy Git gives it (an edit of the live
+    driftPolicy is itself drift, not a way around it). The Deployment is rendered
+    from the MyApp as it will be after its step, under that MyApp's policy: the
+    same order and inputs as a sync pass."""
+    name = git["metadata"]["name"]
+    app = decide(f"{KIND}/{name}", git, live_app, policy_for(git, s, suspendable=False))
+    future = after(app, s.field_manager)
+    dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
+    return app, dep
+
+
+def after(step: Step, field_manager: str) -> Obj:
+    """The object as the API server will hold it once ``step`` is carried out.
+
+    Applying merges the body into live and drops what only we set and no longer
+    send: the server-side apply rules, enough to render a Deployment from."""
+    if step.live is None:
+        body = step.body if step.body is not None else step.desired
+        meta = {**body["metadata"], "uid": UID_TO_BE_ASSIGNED}
+        return {**body, "metadata": meta}
+    if step.body is None:
+        return step.live
+    merged = _merge(step.live, step.body, "")
+    return without(merged, sorted(_released(step.live, step.body, field_manager)))
+
+
+def _released(live: Obj, body: Obj, field_manager: str) -> set[Path]:
+    """The paths only ``field_manager`` owns in ``live`` that ``body`` no longer sets."""
+    mine: set[Path] = set()
+    others: set[Path] = set()
+    for owner, leaves in owner_sets(live.get("metadata", {}).get("managedFields") or []):
+        if owner.subresource:
+            continue  # status is not the object's spec
+        if owner.manager == field_manager and owner.operation == "Apply":
+            mine |= leaves
+        else:
+            others |= leaves
+    return mine - others - fields_of(body)
+
+
+def _merge(live: Any, body: Any, key: str) -> Any:
+    if isinstance(live, dict) and isinstance(body, dict):
+        out = dict(live)
+        for k, v in body.items():
+            out[k] = _merge(live[k], v, k) if k in live else v
+        return out
+    if isinstance(live, list) and isinstance(body, list) and key in LIST_KEYS:
+        index = {json.dumps(item_key(key, it), sort_keys=True): it for it in live}
+        merged = [
+            _merge(index.get(json.dumps(item_key(key, it), sort_keys=True)), it, "") for it in body
+        ]
+        sent = {json.dumps(item_key(key, it), sort_keys=True) for it in body}
+        # items others set stay, after ours (the order of a keyed list carries no meaning)
+        return merged + [it for k, it in index.items() if k not in sent]
+    return body

@@ -1,4 +1,4 @@
-"""The pure parts of converge: the applied stamp, the desired-moved/drift split,
+"""The pure parts of the planner: the applied stamp, the desired-moved/drift split,
 and removing fields we leave to others."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from gitsync.api import APPLIED_ANNOTATION
-from gitsync.converge import Policy, _split, stamped, without
 from gitsync.drift import DriftItem
+from gitsync.plan import Policy, split, stamped, without
 
 POLICY = Policy(correct=True, suspended=False, force_managers=("kubectl",), field_manager="gitsync")
 
@@ -42,7 +42,7 @@ def test_stamp_follows_the_desired_state_and_keeps_user_annotations() -> None:
 
 
 def test_when_desired_moved_our_fields_are_applied_and_others_are_drift() -> None:
-    ours, foreign = _split(
+    ours, foreign = split(
         [item("spec.replicas", "gitsync"), item("spec.x", "kubectl")], POLICY, moved=True
     )
     assert [i.path for i in ours] == ["spec.replicas"]
@@ -50,7 +50,7 @@ def test_when_desired_moved_our_fields_are_applied_and_others_are_drift() -> Non
 
 
 def test_when_nothing_moved_a_difference_under_our_name_is_drift_by_someone_unknown() -> None:
-    ours, foreign = _split(
+    ours, foreign = split(
         [item("spec.env", "gitsync"), item("spec.replicas", "hpa", conflict=True)],
         POLICY,
         moved=False,

@@ -1,0 +1,173 @@
+"""A pass's plan as values: one ``Change`` per object and per finding, in a ``ChangeSet``.
+
+Each object gets one action, what a sync does to it: ``created``, ``configured``,
+``unchanged`` or ``pruned`` (``failed`` when it cannot even be rendered). What a
+sync leaves standing is a separate change of its own, never "configured":
+``drifted`` (changed by hand, left under policy ``report`` or held by suspend) and
+``conflict`` (owned by another controller). ``gitsync diff`` prints the set; only
+the writes make it exit 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from gitsync import diff as difflib
+from gitsync import drift as driftlib
+from gitsync.api import KIND, Obj, subject
+from gitsync.plan import Settings, Step, plan_app, without
+
+Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
+#: what writes to the API server: diff exits 1 on these alone
+WRITES: Final = ("created", "configured", "pruned")
+#: one action per object, in summary order
+OBJECT_ACTIONS: Final = ("created", "configured", "unchanged", "pruned")
+DEFAULT_SETTINGS: Final = Settings()
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object's action, or one finding (drift, conflict) about it.
+
+    ``paths`` are the fields concerned, ``diff`` their values (``old`` live, ``new``
+    Git), ``reason`` why in words. ``live`` and ``desired`` are for a unified diff."""
+
+    subject: str
+    action: Action
+    paths: tuple[str, ...] = ()
+    diff: tuple[difflib.Change, ...] = ()
+    reason: str = ""
+    live: Obj | None = field(default=None, compare=False, repr=False)
+    desired: Obj | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def writes(self) -> bool:
+        return self.action in WRITES
+
+    def to_json(self) -> Obj:
+        out: Obj = {
+            "object": self.subject,
+            "action": self.action,
+            "changes": [{"path": c.path, "live": c.old, "git": c.new} for c in self.diff],
+        }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class ChangeSet:
+    changes: list[Change] = field(default_factory=list)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def writes(self) -> bool:
+        """Whether a sync would write anything (diff's exit code 1)."""
+        return any(c.writes for c in self.changes)
+
+    @property
+    def failed(self) -> bool:
+        return any(c.action == "failed" for c in self.changes)
+
+    def objects(self) -> list[Change]:
+        return [c for c in self.changes if c.action not in ("drifted", "conflict")]
+
+    def findings(self) -> list[Change]:
+        return [c for c in self.changes if c.action in ("drifted", "conflict")]
+
+    def summary(self) -> str:
+        text = ", ".join(f"{self.count(a)} {a}" for a in OBJECT_ACTIONS)
+        extra = [f"{self.count(a)} {a}" for a in ("failed", "drifted", "conflict") if self.count(a)]
+        return text + (f"; {', '.join(extra)}" if extra else "")
+
+
+def plan(
+    desired: dict[str, Obj],
+    myapps: dict[str, Obj],
+    deployments: dict[str, Obj],
+    prune: Iterable[str] = (),
+    settings: Settings = DEFAULT_SETTINGS,
+) -> ChangeSet:
+    """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
+    ``myapps``/``deployments``: live, by key; ``prune``: keys the prune guard lets go."""
+    out = ChangeSet()
+    for key in sorted(desired):
+        try:
+            steps = plan_app(desired[key], myapps.get(key), deployments.get(key), settings)
+        except ValueError as e:  # not renderable: the sync fails on it the same way
+            ns, name = key.split("/", 1)
+            out.changes.append(Change(subject(KIND, ns, name), "failed", reason=str(e)))
+            continue
+        for step in steps:
+            out.changes.extend(changes_of(step))
+    for key in prune:
+        ns, name = key.split("/", 1)
+        live = myapps.get(key)
+        gone = difflib.strip_server_fields(live) if live is not None else None
+        out.changes.append(
+            Change(subject(KIND, ns, name), "pruned", reason="removed from Git", live=gone)
+        )
+    return out
+
+
+def changes_of(step: Step) -> list[Change]:
+    """The changes one step shows: its action, then what it leaves standing."""
+    out = [_action(step)]
+    drifted = [i for i in step.left if not i.conflict]
+    conflicts = [i for i in step.left if i.conflict]
+    if drifted:
+        why = "suspended" if step.reason == "suspended" else "driftPolicy report"
+        out.append(_finding(step.subject, "drifted", drifted, f"{why}: left as is{_by(drifted)}"))
+    if conflicts:
+        owners = ", ".join(sorted({i.manager or "?" for i in conflicts}))
+        why = f"owned by {owners}, another controller: left to it"
+        out.append(_finding(step.subject, "conflict", conflicts, why))
+    return out
+
+
+def _action(step: Step) -> Change:
+    if step.action == "unchanged":
+        if not step.held:
+            return Change(step.subject, "unchanged", reason=step.reason)
+        # suspended: what Git changed is shown, and not written
+        held = _finding(step.subject, "unchanged", list(step.held), "")
+        n = len(held.paths)
+        why = f"suspended: {n} change{'s' if n > 1 else ''} from Git held back"
+        return Change(step.subject, "unchanged", held.paths, held.diff, why)
+    # shown without the stamp annotation and without what is left to others: the
+    # values a user changed, not the bookkeeping
+    shown = without(step.desired, [i.smd_path for i in step.left])
+    values = tuple(difflib.changes(step.live, shown))
+    live = None if step.live is None else driftlib.project(step.live, driftlib.comparable(shown))
+    reason = ""
+    if step.corrected:
+        reason = f"drift corrected{_by(list(step.corrected))}"
+    return Change(
+        step.subject,
+        step.action,
+        paths=tuple(c.path for c in values),
+        diff=values,
+        reason=reason,
+        live=live,
+        desired=driftlib.comparable(shown),
+    )
+
+
+def _finding(who: str, action: Action, items: list[driftlib.DriftItem], reason: str) -> Change:
+    items = sorted(items, key=lambda i: i.path)
+    return Change(
+        who,
+        action,
+        paths=tuple(i.path for i in items),
+        diff=tuple(difflib.Change(i.path, i.live, i.desired) for i in items),
+        reason=reason,
+    )
+
+
+def _by(items: list[driftlib.DriftItem]) -> str:
+    managers = sorted({i.manager for i in items if i.manager})
+    return f" (changed by {', '.join(managers)})" if managers else ""
