@@ -10,14 +10,16 @@ the writes make it exit 1.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from gitsync import diff as difflib
 from gitsync import drift as driftlib
-from gitsync.api import KIND, Obj, subject
-from gitsync.plan import Settings, Step, plan_app, without
+from gitsync.api import APPLIED_ANNOTATION, KIND, Obj, subject
+from gitsync.managedfields import human_path
+from gitsync.plan import Settings, Step, plan_app, put, value_at, without
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
 #: what writes to the API server: diff exits 1 on these alone
@@ -25,6 +27,7 @@ WRITES: Final = ("created", "configured", "pruned")
 #: one action per object, in summary order
 OBJECT_ACTIONS: Final = ("created", "configured", "unchanged", "pruned")
 DEFAULT_SETTINGS: Final = Settings()
+_STAMP_PATH: Final = ("f:metadata", "f:annotations", f"f:{APPLIED_ANNOTATION}")
 
 
 @dataclass(frozen=True)
@@ -131,30 +134,46 @@ def changes_of(step: Step) -> list[Change]:
 
 def _action(step: Step) -> Change:
     if step.action == "unchanged":
-        if not step.held:
-            return Change(step.subject, "unchanged", reason=step.reason)
-        # suspended: what Git changed is shown, and not written
-        held = _finding(step.subject, "unchanged", list(step.held), "")
-        n = len(held.paths)
-        why = f"suspended: {n} change{'s' if n > 1 else ''} from Git held back"
-        return Change(step.subject, "unchanged", held.paths, held.diff, why)
+        return _held(step)
     # shown without the stamp annotation and without what is left to others: the
     # values a user changed, not the bookkeeping
-    shown = without(step.desired, [i.smd_path for i in step.left])
-    values = tuple(difflib.changes(step.live, shown))
-    live = None if step.live is None else driftlib.project(step.live, driftlib.comparable(shown))
-    reason = ""
-    if step.corrected:
-        reason = f"drift corrected{_by(list(step.corrected))}"
+    want = without(step.desired, [i.smd_path for i in step.left])
+    values = sorted([*difflib.changes(step.live, want), *_removals(step)], key=lambda c: c.path)
+    reason = f"drift corrected{_by(list(step.corrected))}" if step.corrected else ""
+    shown = driftlib.comparable(want)
+    live = None
+    if step.live is not None:
+        live = copy.deepcopy(driftlib.project(step.live, shown))
+        for path in step.released:
+            put(live, path, value_at(step.live, path))
     return Change(
         step.subject,
         step.action,
         paths=tuple(c.path for c in values),
-        diff=values,
+        diff=tuple(values),
         reason=reason,
         live=live,
-        desired=driftlib.comparable(shown),
+        desired=shown,
     )
+
+
+def _held(step: Step) -> Change:
+    # suspended: what Git changed is shown, and not written (the stamp of the
+    # desired state is bookkeeping, not a change anyone made)
+    items = [i for i in step.held if i.smd_path != _STAMP_PATH]
+    if not items:
+        return Change(step.subject, "unchanged", reason=step.reason)
+    held = _finding(step.subject, "unchanged", items, "")
+    n = len(held.paths)
+    why = f"suspended: {n} change{'s' if n > 1 else ''} from Git held back"
+    return Change(step.subject, "unchanged", held.paths, held.diff, why)
+
+
+def _removals(step: Step) -> list[difflib.Change]:
+    """What the apply removes: fields only gitsync set, which Git no longer sets."""
+    if step.live is None:
+        return []
+    return [difflib.Change(human_path(p), value_at(step.live, p), None) for p in step.released]
 
 
 def _finding(who: str, action: Action, items: list[driftlib.DriftItem], reason: str) -> Change:

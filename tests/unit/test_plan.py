@@ -3,11 +3,18 @@ and removing fields we leave to others."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from gitsync.api import APPLIED_ANNOTATION
+import pytest
+
+from gitsync.api import APPLIED_ANNOTATION, Obj
+from gitsync.changeset import changes_of, plan
+from gitsync.diff import unified
 from gitsync.drift import DriftItem
-from gitsync.plan import Policy, split, stamped, without
+from gitsync.managedfields import Path, fields_of
+from gitsync.plan import Policy, Settings, after, decide, plan_app, split, stamped, without
+from gitsync.render import render
 
 POLICY = Policy(correct=True, suspended=False, force_managers=("kubectl",), field_manager="gitsync")
 
@@ -79,3 +86,228 @@ def test_without_removes_fields_and_keyed_items_only() -> None:
     )
     assert out == {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "x"}]}}}}
     assert body["spec"]["replicas"] == 3  # the input is left alone
+
+
+# --- decide, and the changes diff shows: one table, as a sync would meet them ---------
+
+APP: Obj = {
+    "apiVersion": "apps.example.com/v1",
+    "kind": "MyApp",
+    "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
+    "spec": {"image": "nginx:1.27", "replicas": 1},
+}
+REPLICAS = ("f:spec", "f:replicas")
+
+
+def fields_v1(paths: set[Path]) -> Obj:
+    """The FieldsV1 encoding of a path set: a member with members below it is ``.``."""
+    out: Obj = {}
+    for path in sorted(paths, key=len, reverse=True):
+        node = out
+        for element in path:
+            node = node.setdefault(element, {})
+        if node:
+            node["."] = {}
+    return out
+
+
+def applied(desired: Obj, **edits: Any) -> Obj:
+    """``desired`` as the server holds it after gitsync applied it, then changed by
+    others: ``edits`` maps a manager (``kubectl-scale``, ``hpa`` for an Update of the
+    scale subresource) to the replicas it set."""
+    live = copy.deepcopy(stamped(desired))
+    ours = fields_of(live)
+    entries = []
+    for manager, replicas in edits.items():
+        live["spec"]["replicas"] = replicas
+        ours.discard(REPLICAS)  # an Update takes the field from every other manager
+        entry = {"manager": manager, "operation": "Update", "fieldsV1": fields_v1({REPLICAS})}
+        entries.append({**entry, "subresource": "scale"} if manager == "hpa" else entry)
+    live["metadata"]["managedFields"] = [
+        {"manager": "gitsync", "operation": "Apply", "fieldsV1": fields_v1(ours)},
+        *entries,
+    ]
+    return live
+
+
+def dep(**spec: Any) -> Obj:
+    return render({**APP, "spec": {**APP["spec"], **spec}})
+
+
+def policy(correct: bool = True, suspended: bool = False) -> Policy:
+    return Policy(correct, suspended, ("kubectl",), "gitsync")
+
+
+IMAGE = "spec.template.spec.containers[name=app].image"
+DECISIONS: list[Any] = [
+    pytest.param(dep(), applied(dep()), policy(), "unchanged", [], None, id="nothing moved"),
+    pytest.param(dep(), None, policy(), "created", [], None, id="new"),
+    pytest.param(dep(), None, policy(suspended=True), "unchanged", [], None, id="suspended: none"),
+    pytest.param(
+        dep(image="nginx:1.28"),
+        applied(dep()),
+        policy(),
+        "configured",
+        [],
+        [IMAGE],
+        id="image bump in Git",
+    ),
+    pytest.param(
+        dep(),
+        applied(dep(), hpa=4),
+        policy(),
+        "unchanged",
+        [("conflict", "spec.replicas")],
+        None,
+        id="replicas owned by an HPA",
+    ),
+    pytest.param(
+        dep(image="nginx:1.28"),
+        applied(dep(), hpa=4),
+        policy(),
+        "configured",
+        [("conflict", "spec.replicas")],
+        [IMAGE],
+        id="image bump, replicas owned by an HPA",
+    ),
+    pytest.param(
+        dep(),
+        applied(dep(), **{"kubectl-scale": 3}),
+        policy(correct=False),
+        "unchanged",
+        [("drifted", "spec.replicas")],
+        None,
+        id="kubectl scale under report",
+    ),
+    pytest.param(
+        dep(),
+        applied(dep(), **{"kubectl-scale": 3}),
+        policy(),
+        "configured",
+        [],
+        ["spec.replicas"],
+        id="kubectl scale under correct",
+    ),
+    pytest.param(
+        dep(image="nginx:1.28"),
+        applied(dep(), **{"kubectl-scale": 3}),
+        policy(suspended=True),
+        "unchanged",
+        [("drifted", "spec.replicas")],
+        None,
+        id="suspended: Git change held, drift shown",
+    ),
+]
+
+
+@pytest.mark.parametrize(("desired", "live", "p", "action", "findings", "written"), DECISIONS)
+def test_decide_writes_only_what_sync_may_and_shows_the_rest_as_such(
+    desired: Obj,
+    live: Obj | None,
+    p: Policy,
+    action: str,
+    findings: list[tuple[str, str]],
+    written: list[str] | None,
+) -> None:
+    step = decide("Deployment/web", desired, live, p)
+    assert step.action == action
+    assert (step.body is not None) == (action != "unchanged")
+    changes = changes_of(step)
+    assert changes[0].action == action
+    assert [(c.action, p) for c in changes[1:] for p in c.paths] == findings
+    if written is not None:
+        assert list(changes[0].paths) == written
+    if step.body is not None:
+        # what is left to others is not in the body: gitsync gives up its claim
+        assert ("spec.replicas" in [f[1] for f in findings]) == (
+            "replicas" not in step.body["spec"]
+        )
+        assert step.force == bool(step.corrected)
+
+
+def test_suspend_holds_git_changes_back_as_unchanged_with_the_paths_shown() -> None:
+    step = decide("Deployment/web", dep(image="nginx:1.28"), applied(dep()), policy(suspended=True))
+    [change] = changes_of(step)
+    assert (change.action, change.paths) == ("unchanged", (IMAGE,))
+    assert change.diff[0].old == "nginx:1.27" and change.diff[0].new == "nginx:1.28"
+    assert change.reason.startswith("suspended") and not change.writes
+
+
+def test_changeset_exit_rule_counts_writes_only() -> None:
+    hpa = plan({}, {}, {})
+    hpa.changes.extend(changes_of(decide("Deployment/web", dep(), applied(dep(), hpa=4), policy())))
+    assert (
+        not hpa.writes
+        and hpa.summary() == "0 created, 0 configured, 1 unchanged, 0 pruned; 1 conflict"
+    )
+    gone = plan({}, {"shop/web": applied(APP)}, {}, ["shop/web"])
+    assert gone.writes and [c.to_json() for c in gone.changes] == [
+        {
+            "object": "MyApp/shop/web",
+            "action": "pruned",
+            "changes": [],
+            "reason": "removed from Git",
+        }
+    ]
+    assert "managedFields" not in (gone.changes[0].live or {})["metadata"]
+
+
+def test_the_deployment_is_planned_from_the_myapp_as_it_will_be() -> None:
+    git = {**APP, "spec": {"image": "nginx:1.28", "replicas": 2}}
+    live_app = applied({**APP, "spec": {**APP["spec"], "port": 80}})
+    # Git dropped the port gitsync alone had set: the apply removes it, so the
+    # Deployment loses its container port too
+    app, deployment = plan_app(git, live_app, applied(dep(port=80)), Settings())
+    assert app.action == deployment.action == "configured"
+    assert after(app)["spec"] == {"image": "nginx:1.28", "replicas": 2}
+    assert set(changes_of(deployment)[0].paths) == {
+        IMAGE,
+        "spec.replicas",
+        "spec.template.spec.containers[name=app].ports[containerPort=80,protocol=TCP]",
+    }
+
+
+def test_a_field_someone_else_set_on_the_myapp_stays_in_the_rendered_deployment() -> None:
+    live_app = applied(APP)
+    live_app["spec"]["port"] = 80
+    live_app["metadata"]["managedFields"].append(
+        {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:spec": {"f:port": {}}}}
+    )
+    git = {**APP, "spec": {**APP["spec"], "image": "nginx:1.28"}}
+    app, _ = plan_app(git, live_app, None, Settings())
+    assert after(app)["spec"] == {"image": "nginx:1.28", "replicas": 1, "port": 80}
+
+
+def test_a_new_myapp_plans_its_deployment_unless_suspended() -> None:
+    app, deployment = plan_app(APP, None, None, Settings())
+    assert (app.action, deployment.action) == ("created", "created")
+    held = {**APP, "spec": {**APP["spec"], "suspend": True}}
+    app, deployment = plan_app(held, None, None, Settings())
+    assert (app.action, deployment.action) == ("created", "unchanged")
+    assert deployment.reason == "suspended: not created"
+
+
+def test_a_field_dropped_from_git_is_removed_though_live_still_holds_every_desired_value() -> None:
+    live = applied(dep(port=80))
+    step = decide("Deployment/web", dep(), live, policy())
+    # the projection of live on desired equals desired: only the stamp says it moved
+    assert step.action == "configured" and step.body is not None
+    port = (
+        *("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}'),
+        *("f:ports", 'k:{"containerPort":80,"protocol":"TCP"}'),
+    )
+    assert step.released == (port,)
+    [change] = changes_of(step)
+    assert [(c.path, c.old, c.new) for c in change.diff] == [
+        (
+            "spec.template.spec.containers[name=app].ports[containerPort=80,protocol=TCP]",
+            {"containerPort": 80, "protocol": "TCP"},
+            None,
+        )
+    ]
+    text = unified(change.subject, change.live, change.desired, color=False)
+    assert [ln for ln in text.splitlines() if "containerPort" in ln] == [
+        "-        - containerPort: 80"
+    ]
+    # and once applied (live carries the new stamp, without the port): nothing to do
+    assert decide("Deployment/web", dep(), applied(dep()), policy()).action == "unchanged"

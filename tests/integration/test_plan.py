@@ -1,0 +1,249 @@
+"""diff == sync, on the real control plane: for each scenario, the writes ``gitsync diff
+-o json`` announces are exactly the writes the next ``gitsync sync`` makes, and diff
+itself writes nothing.
+
+What a sync wrote is read from the API server, object by object, not from gitsync's
+report: an object created, a MyApp deleted, or gitsync's own Apply entry in
+managedFields moved (the server stamps that entry with a new time only when an apply
+of that manager changed the object). The server's request counters would say the
+same, but they have no namespace label, so on a shared control plane another
+client's requests would be counted too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitsync.kube import Kube, resource_path
+from tests.integration.test_cli import common, gitsync
+from tests.integration.test_drift import kubectl
+from tests.support import app_yaml
+
+WRITES = ("created", "configured", "pruned")
+
+
+@dataclass(frozen=True)
+class Ctx:
+    repo: Path
+    ns: str
+    kubeconfig: str
+    kubectl_bin: str
+
+    def write(self, name: str, **spec: Any) -> None:
+        (self.repo / "apps" / f"{name}.yaml").write_text(app_yaml(self.ns, name, **spec))
+
+    def remove(self, name: str) -> None:
+        (self.repo / "apps" / f"{name}.yaml").unlink()
+
+    def kubectl(self, *args: str) -> None:
+        kubectl(self.kubectl_bin, self.kubeconfig, "-n", self.ns, *args)
+
+    def sync(self) -> str:
+        proc = gitsync(
+            self.kubeconfig, "sync", *common(self.repo, self.ns), "--status-namespace", self.ns
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    def diff(self) -> tuple[int, Any]:
+        proc = gitsync(self.kubeconfig, "diff", *common(self.repo, self.ns), "-o", "json")
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+        return proc.returncode, json.loads(proc.stdout)
+
+
+def scale_by_hpa(c: Ctx) -> None:
+    # what an HorizontalPodAutoscaler does: an Update of the scale subresource by
+    # kube-controller-manager, which then owns spec.replicas
+    c.kubectl(
+        "patch",
+        "deployment/web",
+        "--subresource=scale",
+        "--type=merge",
+        "-p",
+        '{"spec":{"replicas":2}}',
+        "--field-manager=kube-controller-manager",
+    )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    #: Git states synced one after the other before the change under test
+    setup: tuple[Callable[[Ctx], None], ...]
+    change: Callable[[Ctx], None]
+    #: (kind/name, action) of every write the next sync makes
+    writes: frozenset[tuple[str, str]]
+    #: (kind/name, action) of what diff shows as drifted, conflict, or held by suspend
+    findings: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+
+
+def _web(**spec: Any) -> Callable[[Ctx], None]:
+    return lambda c: c.write("web", **spec)
+
+
+def _both(c: Ctx) -> None:
+    c.write("web")
+    c.write("api")
+
+
+def _seq(*steps: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+    def run(c: Ctx) -> None:
+        for step in steps:
+            step(c)
+
+    return run
+
+
+SCENARIOS = {
+    "nothing-changed": Scenario((_web(),), lambda c: None, frozenset()),
+    "hpa-owns-replicas": Scenario(
+        (_web(),),
+        scale_by_hpa,
+        frozenset(),
+        frozenset({("Deployment/web", "conflict")}),
+    ),
+    "hpa-owns-replicas-and-image-bump": Scenario(
+        (_web(),),
+        _seq(scale_by_hpa, _web(image="nginx:1.28")),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+        frozenset({("Deployment/web", "conflict")}),
+    ),
+    "kubectl-scale-under-report": Scenario(
+        (_web(driftPolicy="report"),),
+        lambda c: c.kubectl("scale", "deployment/web", "--replicas=3"),
+        frozenset(),
+        frozenset({("Deployment/web", "drifted")}),
+    ),
+    "kubectl-scale-under-correct": Scenario(
+        (_web(driftPolicy="correct"),),
+        lambda c: c.kubectl("scale", "deployment/web", "--replicas=3"),
+        frozenset({("Deployment/web", "configured")}),
+    ),
+    "myapp-edited-under-report": Scenario(
+        # the MyApp keeps the edit; the Deployment follows the live MyApp
+        (_web(driftPolicy="report"),),
+        lambda c: c.kubectl("patch", "myapp/web", "--type=merge", "-p", '{"spec":{"replicas":2}}'),
+        frozenset({("Deployment/web", "configured")}),
+        frozenset({("MyApp/web", "drifted")}),
+    ),
+    "suspended-changed-in-git": Scenario(
+        (_web(), _web(suspend="true")),
+        _web(suspend="true", image="nginx:1.28"),
+        frozenset({("MyApp/web", "configured")}),
+        frozenset({("Deployment/web", "held")}),
+    ),
+    "image-bump": Scenario(
+        (_web(),),
+        _web(image="nginx:1.28"),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "field-removed-from-git": Scenario(
+        # live still holds every value Git sets: only the stamp says Git moved
+        (_web(port=8080),),
+        _web(),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "new-myapp": Scenario(
+        (_web(),),
+        lambda c: c.write("api"),
+        frozenset({("MyApp/api", "created"), ("Deployment/api", "created")}),
+    ),
+    "myapp-removed-from-git": Scenario(
+        (_both,),
+        lambda c: c.remove("api"),
+        frozenset({("MyApp/api", "pruned")}),
+    ),
+}
+
+
+def server_state(kube: Kube, ns: str) -> dict[str, tuple[Any, ...]]:
+    """Per object (``Kind/name``): whether it is being deleted, and gitsync's Apply
+    entries in managedFields (time and field set, per subresource)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for kind, path in (
+        ("MyApp", resource_path("apps.example.com/v1", "myapps", ns)),
+        ("Deployment", resource_path("apps/v1", "deployments", ns)),
+    ):
+        for obj in kube.list(path).get("items", []):
+            meta = obj["metadata"]
+            mine = sorted(
+                (e.get("subresource", ""), e.get("time"), json.dumps(e.get("fieldsV1")))
+                for e in meta.get("managedFields") or []
+                if e.get("manager") == "gitsync"
+            )
+            out[f"{kind}/{meta['name']}"] = (bool(meta.get("deletionTimestamp")), mine)
+    return out
+
+
+def main_entry(state: tuple[Any, ...]) -> list[Any]:
+    return [e for e in state[1] if e[0] == ""]
+
+
+def writes_made(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]) -> set[Any]:
+    out: set[tuple[str, str]] = set()
+    for who in set(before) | set(after):
+        was, now = before.get(who), after.get(who)
+        if was is None and now is not None:
+            out.add((who, "created"))
+        elif was is not None and (now is None or now[0]):
+            # a Deployment goes with its MyApp, by the garbage collector: not sync's write
+            if who.startswith("MyApp/"):
+                out.add((who, "pruned"))
+        elif was is not None and now is not None and main_entry(was) != main_entry(now):
+            out.add((who, "configured"))
+    return out
+
+
+def short(subject: str, ns: str) -> str:
+    kind, _, name = subject.split("/")
+    assert _ == ns, subject
+    return f"{kind}/{name}"
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_diff_announces_exactly_what_the_next_sync_writes(
+    name: str,
+    kube: Kube,
+    kubeconfig: str,
+    kubectl_bin: str,
+    crd: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    scenario = SCENARIOS[name]
+    (tmp_path / "apps").mkdir()
+    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin)
+    for state in scenario.setup:
+        state(c)
+        c.sync()
+    scenario.change(c)
+
+    before_diff = server_state(kube, namespace)
+    code, doc = c.diff()
+    assert server_state(kube, namespace) == before_diff, "gitsync diff wrote to the API server"
+    announced = {
+        (short(o["object"], namespace), o["action"])
+        for o in doc["objects"]
+        if o["action"] in WRITES
+    }
+    findings = {(short(o["object"], namespace), o["action"]) for o in doc["drift"]}
+    findings |= {(short(o["object"], namespace), "held") for o in doc["held"]}
+
+    # gitsync's entries carry a time in seconds: let one pass, so that a write by
+    # this sync cannot carry the same stamp as the setup's
+    time.sleep(1.1)
+    c.sync()
+    made = writes_made(before_diff, server_state(kube, namespace))
+
+    assert announced == made == scenario.writes
+    assert code == (1 if scenario.writes else 0), doc
+    assert findings == scenario.findings, doc
+    # converged: a second diff has nothing left to write
+    again, doc = c.diff()
+    assert again == 0 and not [o for o in doc["objects"] if o["action"] in WRITES], doc
