@@ -118,7 +118,12 @@ def test_diff_previews_prunes_and_errors_exit_2(
     out = gitsync(kubeconfig, "diff", *common(synced, namespace), "-o", "json")
     assert out.returncode == 1
     doc = json.loads(out.stdout)
-    assert {"object": f"MyApp/{namespace}/api", "action": "pruned", "changes": []} in doc["objects"]
+    assert {
+        "object": f"MyApp/{namespace}/api",
+        "action": "pruned",
+        "changes": [],
+        "reason": "removed from Git",
+    } in doc["objects"]
     missing = gitsync(kubeconfig, "diff", "--repo", str(synced / "nope"), "--path", "apps")
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr
