@@ -247,3 +247,19 @@ def test_diff_announces_exactly_what_the_next_sync_writes(
     # converged: a second diff has nothing left to write
     again, doc = c.diff()
     assert again == 0 and not [o for o in doc["objects"] if o["action"] in WRITES], doc
+
+
+def test_diff_text_shows_a_conflict_as_such_and_exits_0(
+    kube: Kube, kubeconfig: str, kubectl_bin: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    (tmp_path / "apps").mkdir()
+    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin)
+    c.write("web")
+    c.sync()
+    scale_by_hpa(c)
+    proc = gitsync(kubeconfig, "diff", *common(tmp_path, namespace), "--no-color")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--- live/" not in proc.stdout  # nothing is shown as a write
+    lines = proc.stdout.splitlines()
+    assert f"conflict Deployment/{namespace}/web spec.replicas: live 2, git 1" in lines
+    assert lines[-1] == "local: 0 created, 0 configured, 2 unchanged, 0 pruned; 1 conflict"
