@@ -397,9 +397,11 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
     for c in changes.changes:
         if c.writes or c.action == "failed" or not (c.reason or c.paths):
             continue
+        what = "held" if c.action == "unchanged" else c.action  # held back by suspend
         for d in c.diff:
-            click.echo(f"{c.action} {c.subject} {d.path}: live {d.old!r}, git {d.new!r}")
-        click.echo(f"{c.action} {c.subject}: {c.reason}")
+            old, new = json.dumps(d.old, default=str), json.dumps(d.new, default=str)
+            click.echo(f"{what} {c.subject} {d.path}: live {old}, git {new}")
+        click.echo(f"{what} {c.subject}: {c.reason}")
 
 
 @main.command()

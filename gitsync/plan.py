@@ -300,12 +300,11 @@ def released(live: Obj, body: Obj, field_manager: str) -> tuple[Path, ...]:
     mine: set[Path] = set()
     others: set[Path] = set()
     for owner, leaves in owner_sets(live.get("metadata", {}).get("managedFields") or []):
-        if owner.subresource:
-            continue  # status is not the object's spec
         if owner.manager == field_manager and owner.operation == "Apply":
-            mine |= leaves
+            if not owner.subresource:  # the status gitsync writes is no part of this body
+                mine |= leaves
         else:
-            others |= leaves
+            others |= leaves  # an HPA's Update of /scale holds spec.replicas too
     gone = mine - others - fields_of(body)
     return tuple(sorted(p for p in gone if not any(p[:n] in gone for n in range(1, len(p)))))
 
