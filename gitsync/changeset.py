@@ -79,6 +79,10 @@ class ChangeSet:
     def objects(self) -> list[Change]:
         return [c for c in self.changes if c.action not in ("drifted", "conflict")]
 
+    def held(self) -> list[Change]:
+        """Objects suspend holds back: unchanged, with what Git would change."""
+        return [c for c in self.changes if c.action == "unchanged" and c.reason]
+
     def findings(self) -> list[Change]:
         return [c for c in self.changes if c.action in ("drifted", "conflict")]
 

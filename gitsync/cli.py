@@ -376,9 +376,10 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
             {
                 "revision": revision,
                 "summary": changes.summary(),
-                "objects": [c.to_json() for c in changes.objects() if c.action != "unchanged"],
+                "objects": [c.to_json() for c in changes.changes if c.writes],
                 "drift": [c.to_json() for c in changes.findings()],
-                "held": [c.to_json() for c in changes.objects() if c.reason and not c.writes],
+                "held": [c.to_json() for c in changes.held()],
+                "failed": [c.to_json() for c in changes.changes if c.action == "failed"],
                 "pruneSkipped": skipped,
             },
             output,

@@ -1,6 +1,7 @@
 """diff == sync, on the real control plane: for each scenario, the writes ``gitsync diff
 -o json`` announces are exactly the writes the next ``gitsync sync`` makes, and diff
-itself writes nothing.
+itself writes nothing (it runs as a user who may only read, so any write, a dry-run
+too, would be refused).
 
 What a sync wrote is read from the API server, object by object, not from gitsync's
 report: an object created, a MyApp deleted, or gitsync's own Apply entry in
@@ -35,6 +36,8 @@ class Ctx:
     ns: str
     kubeconfig: str
     kubectl_bin: str
+    #: may only read MyApps and Deployments: a diff that wrote would be refused
+    reader: str
 
     def write(self, name: str, **spec: Any) -> None:
         (self.repo / "apps" / f"{name}.yaml").write_text(app_yaml(self.ns, name, **spec))
@@ -53,7 +56,7 @@ class Ctx:
         return proc.stdout
 
     def diff(self) -> tuple[int, Any]:
-        proc = gitsync(self.kubeconfig, "diff", *common(self.repo, self.ns), "-o", "json")
+        proc = gitsync(self.reader, "diff", *common(self.repo, self.ns), "-o", "json")
         assert proc.returncode in (0, 1), proc.stdout + proc.stderr
         return proc.returncode, json.loads(proc.stdout)
 
@@ -211,6 +214,7 @@ def test_diff_announces_exactly_what_the_next_sync_writes(
     name: str,
     kube: Kube,
     kubeconfig: str,
+    reader_kubeconfig: str,
     kubectl_bin: str,
     crd: str,
     namespace: str,
@@ -218,7 +222,7 @@ def test_diff_announces_exactly_what_the_next_sync_writes(
 ) -> None:
     scenario = SCENARIOS[name]
     (tmp_path / "apps").mkdir()
-    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin)
+    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin, reader_kubeconfig)
     for state in scenario.setup:
         state(c)
         c.sync()
@@ -250,16 +254,26 @@ def test_diff_announces_exactly_what_the_next_sync_writes(
 
 
 def test_diff_text_shows_a_conflict_as_such_and_exits_0(
-    kube: Kube, kubeconfig: str, kubectl_bin: str, crd: str, namespace: str, tmp_path: Path
+    kube: Kube,
+    kubeconfig: str,
+    reader_kubeconfig: str,
+    kubectl_bin: str,
+    crd: str,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     (tmp_path / "apps").mkdir()
-    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin)
+    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin, reader_kubeconfig)
     c.write("web")
     c.sync()
     scale_by_hpa(c)
-    proc = gitsync(kubeconfig, "diff", *common(tmp_path, namespace), "--no-color")
+    proc = gitsync(reader_kubeconfig, "diff", *common(tmp_path, namespace), "--no-color")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--- live/" not in proc.stdout  # nothing is shown as a write
     lines = proc.stdout.splitlines()
     assert f"conflict Deployment/{namespace}/web spec.replicas: live 2, git 1" in lines
     assert lines[-1] == "local: 0 created, 0 configured, 2 unchanged, 0 pruned; 1 conflict"
+    # the reader really cannot write: what proves diff's zero writes is not vacuous
+    c.write("web", image="nginx:1.28")
+    refused = gitsync(reader_kubeconfig, "sync", *common(tmp_path, namespace))
+    assert refused.returncode == 1 and "forbidden" in (refused.stdout + refused.stderr).lower()

@@ -311,3 +311,12 @@ def test_a_field_dropped_from_git_is_removed_though_live_still_holds_every_desir
     ]
     # and once applied (live carries the new stamp, without the port): nothing to do
     assert decide("Deployment/web", dep(), applied(dep()), policy()).action == "unchanged"
+
+
+def test_a_myapp_that_cannot_be_rendered_is_failed_not_a_write() -> None:
+    broken = {**APP, "spec": {"replicas": 1}}
+    changes = plan({"shop/web": broken}, {}, {})
+    [change] = changes.changes
+    assert (change.subject, change.action) == ("MyApp/shop/web", "failed")
+    assert "spec.image is required" in change.reason
+    assert changes.failed and not changes.writes and changes.held() == []
