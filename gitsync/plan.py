@@ -163,7 +163,7 @@ def stamped(desired: Obj) -> Obj:
     hash means the desired state has not moved since it was applied, so every
     difference is drift, even one no manager owns (a field removed by hand leaves
     its nearest owned parent, ours, as the only owner in managedFields)."""
-    return _with_stamp(desired, _digest(desired))
+    return _with_stamp(desired, _digest(_text(desired)))
 
 
 def stamp_of(who: str, desired: Obj) -> str:
@@ -174,11 +174,13 @@ def stamp_of(who: str, desired: Obj) -> str:
     hit = _STAMPS.get(who)
     if hit is not None and hit[0] == desired:
         return hit[1]
-    digest = _digest(desired)
+    text = _text(desired)
+    digest = _digest(text)
     if len(_STAMPS) >= _STAMPS_MAX:
         _STAMPS.clear()  # objects long gone would otherwise stay forever
-    # a copy: the caller's body may change after this call
-    _STAMPS[who] = (copy.deepcopy(desired), digest)
+    # a copy, as the caller's body may change later; decoding the text just made
+    # costs a fifth of copy.deepcopy
+    _STAMPS[who] = (json.loads(text), digest)
     return digest
 
 
@@ -186,8 +188,12 @@ _STAMPS: dict[str, tuple[Obj, str]] = {}
 _STAMPS_MAX: Final = 100_000
 
 
-def _digest(desired: Obj) -> str:
-    digest = hashlib.sha256(json.dumps(desired, sort_keys=True).encode()).hexdigest()[:16]
+def _text(desired: Obj) -> str:
+    return json.dumps(desired, sort_keys=True)
+
+
+def _digest(text: str) -> str:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     # prefixed: a bare digest such as 123e4567... reads as a number to YAML parsers
     return f"sha256:{digest}"
 

@@ -13,7 +13,17 @@ from gitsync.changeset import changes_of, plan
 from gitsync.diff import unified
 from gitsync.drift import DriftItem
 from gitsync.managedfields import Path, fields_of
-from gitsync.plan import Policy, Settings, after, decide, plan_app, split, stamped, without
+from gitsync.plan import (
+    Policy,
+    Settings,
+    after,
+    decide,
+    plan_app,
+    split,
+    stamp_of,
+    stamped,
+    without,
+)
 from gitsync.render import render
 
 POLICY = Policy(correct=True, suspended=False, force_managers=("kubectl",), field_manager="gitsync")
@@ -320,3 +330,15 @@ def test_a_myapp_that_cannot_be_rendered_is_failed_not_a_write() -> None:
     assert (change.subject, change.action) == ("MyApp/shop/web", "failed")
     assert "spec.image is required" in change.reason
     assert changes.failed and not changes.writes and changes.held() == []
+
+
+def test_the_remembered_stamp_follows_the_body_and_not_a_later_mutation_of_it() -> None:
+    body = dep()
+    first = stamp_of("Deployment/shop/memo", body)
+    assert first == stamped(body)["metadata"]["annotations"][APPLIED_ANNOTATION]
+    body["spec"]["replicas"] = 7  # the caller changes its dict after the call
+    assert (
+        stamp_of("Deployment/shop/memo", body)
+        == stamped(body)["metadata"]["annotations"][APPLIED_ANNOTATION]
+    )
+    assert stamp_of("Deployment/shop/memo", dep()) == first
