@@ -24,6 +24,7 @@ import yaml
 
 from gitsync import __version__, logs, manifests, prune
 from gitsync import diff as difflib
+from gitsync import instance as instancelib
 from gitsync.api import (
     DEFAULT_FORCE_MANAGERS,
     KIND,
@@ -101,10 +102,38 @@ def _allowed(kw: dict[str, Any]) -> frozenset[str] | None:
     return frozenset(names) or None
 
 
+#: where the kubelet mounts the Pod's namespace next to its ServiceAccount token
+POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _denied(kw: dict[str, Any]) -> tuple[str, ...]:
+    patterns = [p.strip() for p in (kw.get("denied_namespaces") or "").split(",") if p.strip()]
+    try:
+        # in a Pod, its own namespace holds gitsync's Secrets and ServiceAccount: a
+        # MyApp there could mount them
+        own = POD_NAMESPACE_FILE.read_text().strip()
+    except OSError:
+        own = ""
+    return tuple(dict.fromkeys([*patterns, *([own] if own else [])]))
+
+
+def _identity(kw: dict[str, Any]) -> instancelib.Instance:
+    return instancelib.resolve(
+        kw.get("instance_name") or "",
+        kw.get("instance_repo") or kw.get("repo") or "",
+        kw.get("path") or ".",
+        kw.get("ref") or "main",
+    )
+
+
 def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
     rev = _source(kw).fetch()
     loaded = manifests.load(
-        rev.dir, kw["path"], default_namespace=kw["namespace"], allowed_namespaces=_allowed(kw)
+        rev.dir,
+        kw["path"],
+        default_namespace=kw["namespace"],
+        allowed_namespaces=_allowed(kw),
+        denied_namespaces=_denied(kw),
     )
     return str(rev), loaded
 
@@ -145,9 +174,12 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     opts = SyncOptions(
         repo=kw["repo"],
         instance=kw["instance_repo"],
+        instance_name=kw["instance_name"],
         path=kw["path"],
+        ref=kw["ref"],
         default_namespace=kw["namespace"],
         allowed_namespaces=_allowed(kw),
+        denied_namespaces=_denied(kw),
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
@@ -156,6 +188,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     state = StateWriter(
         controller.kube,
         kw["status_namespace"],
+        _identity(kw).name,
         events=controller.events,
         field_manager=kw["field_manager"],
     )
@@ -291,6 +324,7 @@ def run(**kw: Any) -> None:
             secret = Path(kw["webhook_secret_file"]).read_bytes().strip()
         except OSError as e:
             raise ConfigError(f"cannot read --webhook-secret-file: {e.strerror}") from e
+    identity = _identity(kw)  # before any connection: a bad --instance-name is a usage error
     controller = _controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
     syncer = _syncer(kw, controller) if kw.get("repo") else None
     options = DaemonOptions(
@@ -299,6 +333,7 @@ def run(**kw: Any) -> None:
         jitter=kw["jitter"],
         leader_elect=kw["leader_elect"],
         lease_namespace=kw["status_namespace"],
+        lease_name=identity.lease_name,
         webhook_secret=secret,
         webhook_rate=kw["webhook_rate"],
         webhook_burst=kw["webhook_burst"],
@@ -323,7 +358,13 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @output_option
 @opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
 @opt("--allow-empty", env="ALLOW_EMPTY", is_flag=True, help="As for sync.")
-@opt("--prune-max-fraction", env="PRUNE_MAX_FRACTION", type=float, default=0.5, show_default=True)
+@opt(
+    "--prune-max-fraction",
+    env="PRUNE_MAX_FRACTION",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+)
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
@@ -341,7 +382,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         myapps, deployments = listing.result(), deployments_listing.result()
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    label = prune.source_label_value(kw["instance_repo"] or kw["repo"], kw["path"])
+    label = _identity(kw).label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
     tracked = tracked_by(myapps.values(), label)
     # the same guards as a sync, so the preview says what the sync will do
@@ -379,25 +420,41 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
 @cluster_options
 @opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
 @opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
+@opt("--instance-name", env="INSTANCE_NAME", default="", help="The instance whose sync to show.")
+@opt("--repo", env="REPO", default="", help="With --ref and --path: names the instance as sync.")
+@opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
+@opt("--ref", env="REF", default="main", show_default=True, help="As for sync.")
+@opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
 @output_option
 @expected_errors(2)
 def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) -> None:
-    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error."""
+    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
+
+    The last sync is shown for the instance the flags name (as for sync), or for every
+    instance in --status-namespace when they name none."""
+    named = bool(kw["instance_name"] or kw["instance_repo"] or kw["repo"])
+    identity = _identity(kw)
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
     rows = drift_rows(apps)
-    state = StateWriter(kube, status_namespace).read()
+    if named:
+        found = StateWriter(kube, status_namespace, identity.name).read()
+        states = {identity.name: found} if found else {}
+    else:
+        states = StateWriter.read_all(kube, status_namespace)
     drifted = any(r["drifted"] for r in rows)
     if output == "text":
         click.echo(render_table(rows), nl=False)
-        if state:
+        for name, state in sorted(states.items()):
             click.echo(
-                f"\nsync: revision {state.get('revision') or '-'}, "
+                f"\nsync of {name}: revision {state.get('revision') or '-'}, "
                 f"result {state.get('result') or '-'}, "
                 f"last error: {state.get('lastError') or 'none'}"
             )
     else:
-        _emit({"sync": state, "apps": rows}, output)
+        # "sync": the one instance's state, as before instances had names
+        only = next(iter(states.values())) if len(states) == 1 else {}
+        _emit({"sync": only, "instances": states, "apps": rows}, output)
     sys.exit(1 if drifted else 0)
 
 
