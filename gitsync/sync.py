@@ -319,7 +319,11 @@ class Syncer:
             SyncState(
                 revision=result.revision,
                 result="Succeeded" if result.ok else "Failed",
-                last_error="; ".join(result.errors)[:2000],
+                # the objects that failed too: their messages name them, and a refused
+                # or invalid MyApp is what someone reading the ConfigMap looks for
+                last_error="; ".join(
+                    [*result.errors, *(o.message for o in result.objects if o.action == "failed")]
+                )[:2000],
                 managed=sum(1 for o in result.objects if o.action != "pruned"),
                 failed=result.count("failed") + len(result.errors),
                 last_change=result.summary() if changed else previous,

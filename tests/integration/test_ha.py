@@ -78,7 +78,9 @@ def replicas(kubeconfig: str, crd: str, namespace: str, tmp_path: Path) -> Itera
 
 
 def holder(kube: Kube, namespace: str) -> str:
-    lease = kube.get(resource_path("coordination.k8s.io/v1", "leases", namespace, "gitsync-leader"))
+    # `gitsync run` without --repo is the instance "operator"
+    path = resource_path("coordination.k8s.io/v1", "leases", namespace, "gitsync-leader-operator")
+    lease = kube.get(path)
     return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 
