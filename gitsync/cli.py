@@ -51,7 +51,7 @@ from gitsync.plan import plan
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, myapp_body, tracked_by
+from gitsync.sync import Syncer, SyncOptions, myapp_body, refusal, tracked_by
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -204,6 +204,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
     """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
+    _identity(kw)  # a bad --instance-name is reported before anything starts
     controller = _controller(kw)
     controller.myapps.start()
     controller.deployments.start()
@@ -382,8 +383,13 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         myapps, deployments = listing.result(), deployments_listing.result()
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    label = _identity(kw).label
+    identity = _identity(kw)
+    label = identity.label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+    # as in a sync: another instance's MyApp is refused, never applied over
+    refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
+    for key, other in sorted(refused.items()):
+        click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
     tracked = tracked_by(myapps.values(), label)
     # the same guards as a sync, so the preview says what the sync will do
     pplan = prune.plan_prune(
@@ -394,7 +400,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         allow_empty=kw["allow_empty"],
         max_fraction=kw["prune_max_fraction"],
     )
-    changes = plan(desired, myapps, deployments, pplan.delete)
+    applied = {k: body for k, body in desired.items() if k not in refused}
+    changes = plan(applied, myapps, deployments, pplan.delete)
     use_color = sys.stdout.isatty() if color is None else color
     if output == "text":
         for o in changes.objects:
@@ -412,8 +419,9 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
             },
             output,
         )
-    # a broken manifest is an error even when the rest is unchanged: CI must not pass it
-    sys.exit(2 if loaded.errors else (1 if changes.differs else 0))
+    # a broken manifest, or a refused MyApp, is an error even when the rest is
+    # unchanged: CI must not pass it
+    sys.exit(2 if loaded.errors or refused else (1 if changes.differs else 0))
 
 
 @main.command()

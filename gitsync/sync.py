@@ -119,6 +119,15 @@ def identity_of(options: SyncOptions) -> instancelib.Instance:
     )
 
 
+def refusal(who: str, other: str, me: str) -> str:
+    """Why instance ``me`` does not apply MyApp ``who``, labelled by instance ``other``."""
+    return (
+        f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
+        f" instance {me!r} does not apply over it"
+        " (declare it in one source only, or delete it to hand it over)"
+    )
+
+
 def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     return {
         key_of(o): o
@@ -244,11 +253,7 @@ class Syncer:
         if live is None or other is None:
             self._refused.pop(key, None)
             return None
-        error = OwnershipError(
-            f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
-            f" instance {self.identity.name!r} does not apply over it"
-            " (declare it in one source only, or delete it to hand it over)"
-        )
+        error = OwnershipError(refusal(who, other, self.identity.name))
         log.error("apply refused: %s", error, extra={"key": key})
         if self._refused.get(key) != other:
             # once per MyApp and owner, not on every poll

@@ -3,6 +3,7 @@ own MyApps, and a replica that stops leading during a pass deletes nothing more.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from gitsync.controller import Controller, ControllerConfig
 from gitsync.instance import legacy_label
 from gitsync.kube import Kube, resource_path
 from tests.gitserver import Upstream
+from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import actions, exists, state_of, syncer
 from tests.support import app_yaml, available, get, wait_until
 
@@ -230,3 +232,62 @@ def test_a_pass_that_loses_leadership_deletes_nothing_more(
     assert final.ok, final.errors
     assert actions(final)["e"] == "pruned"
     assert not exists(kube, "MyApp", namespace, "e")
+
+
+def test_the_cli_refuses_previews_and_reports_per_instance(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    apps = tmp_path / "repo" / "apps"
+    apps.mkdir(parents=True)
+    for name in ("taken", "mine"):
+        (apps / f"{name}.yaml").write_text(app_yaml(namespace, name))
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "taken", "namespace": namespace, "labels": {SOURCE_LABEL: "other"}},
+        "spec": {"image": "nginx:1.26"},
+    }
+    kube.apply(path_of("MyApp", namespace, "taken"), body, field_manager="gitsync")
+    common = ["--repo", str(tmp_path / "repo"), "--path", "apps", "--allowed-namespaces", namespace]
+    named = [*common, "--instance-name", "mine"]
+
+    # diff says what sync will do: the refusal is an error, and no change is shown for it
+    preview = gitsync(kubeconfig, "diff", *named, "-o", "json")
+    assert preview.returncode == 2, preview.stderr
+    assert f"MyApp/{namespace}/taken belongs to gitsync instance 'other'" in preview.stderr
+    objects = {o["object"] for o in json.loads(preview.stdout)["objects"]}
+    assert f"MyApp/{namespace}/mine" in objects and f"MyApp/{namespace}/taken" not in objects
+
+    done = gitsync(kubeconfig, "sync", *named, "--status-namespace", namespace)
+    assert done.returncode == 1, done.stderr
+    assert f"MyApp/{namespace}/taken failed: MyApp/{namespace}/taken belongs to" in done.stdout
+    assert label(kube, namespace, "taken") == "other"
+    taken = get(kube, "MyApp", namespace, "taken")
+    assert taken is not None and taken["spec"]["image"] == "nginx:1.26"
+    assert label(kube, namespace, "mine") == "mine"
+    cm = kube.get(resource_path("v1", "configmaps", namespace, "gitsync-status-mine"))
+    assert cm["metadata"]["labels"]["gitsync.apps.example.com/instance"] == "mine"
+
+    # drift finds the instance's status by name, or every instance's without one
+    report = gitsync(
+        kubeconfig,
+        "drift",
+        "-n",
+        namespace,
+        "--status-namespace",
+        namespace,
+        "--instance-name",
+        "mine",
+        "-o",
+        "json",
+    )
+    assert report.returncode == 0, report.stderr
+    doc = json.loads(report.stdout)
+    assert "belongs to gitsync instance 'other'" in doc["sync"]["lastError"]
+    every = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
+    assert "sync of mine: revision local, result Failed" in every.stdout, every.stdout
+
+    bad = gitsync(kubeconfig, "sync", *common, "--instance-name", "Not_A_Label")
+    assert bad.returncode == 1
+    assert "--instance-name 'Not_A_Label' is not a DNS-1123 label" in bad.stderr
+    assert "Traceback" not in bad.stderr
