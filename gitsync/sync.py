@@ -154,6 +154,7 @@ class Syncer:
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
+        controller.foreign_owner = self.identity.owner_of
         #: MyApps of another instance this one refused, announced by an Event once
         self._refused: dict[str, str] = {}
 

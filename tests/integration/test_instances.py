@@ -124,15 +124,29 @@ def test_two_instances_on_one_repository_keep_to_their_own_myapps(
     # only one Event for a refusal that stands, not one per pass
     assert len(refusals()) == 1
 
-    # staging drops shared from its branch: the refusal is over, and prod keeps it
-    files: dict[str, str | None] = {
-        f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("s1", "s2", "s3")
-    }
-    push_branch(upstream, "staging", {**files, "apps/shared.yaml": None, "apps/p1.yaml": None})
-    last = staging.run()
-    assert last.ok, last.errors
-    assert actions(last) == {s: "unchanged" for s in ("s1", "s2", "s3")}
-    assert label(kube, namespace, "shared") == prod.identity.label
+    # shared is deleted by hand and staging re-creates it first: prod's operator, which
+    # still holds shared to prod's Git, must not take it back (a flap between the two)
+    key = f"{namespace}/shared"
+    kube.delete(path_of("MyApp", namespace, "shared"))
+    wait_until(
+        lambda: not exists(kube, "Deployment", namespace, "shared"),
+        timeout=60,
+        what="the garbage collector to remove shared's Deployment",
+    )
+    wait_until(lambda: second.myapps.get(key) is None, what="staging's cache to lose shared")
+    assert actions(staging.run())["shared"] == "created"
+
+    def seen_by_prod() -> bool:
+        labels = (controller.myapps.get(key) or {}).get("metadata", {}).get("labels") or {}
+        return labels.get(SOURCE_LABEL) == staging.identity.label
+
+    wait_until(seen_by_prod, what="prod's cache to see staging's shared")
+    controller.reconcile(key)
+    assert label(kube, namespace, "shared") == staging.identity.label
+    shared = get(kube, "MyApp", namespace, "shared")
+    assert shared is not None and shared["spec"]["image"] == "nginx:1.28"
+    assert actions(prod.run())["shared"] == "failed"
+    assert label(kube, namespace, "shared") == staging.identity.label
 
 
 def test_myapps_labelled_before_instance_names_are_adopted_not_pruned(
