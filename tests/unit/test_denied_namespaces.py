@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from gitsync import cli
@@ -89,3 +90,12 @@ def test_in_a_pod_its_own_namespace_is_denied(
     assert cli._denied({"denied_namespaces": "kube-*"}) == ("kube-*", "gitsync-prod")
     monkeypatch.setattr(cli, "POD_NAMESPACE_FILE", tmp_path / "absent")
     assert cli._denied({"denied_namespaces": "kube-*, team-?"}) == ("kube-*", "team-?")
+
+
+def test_deploy_ships_the_safe_default() -> None:
+    config = Path(__file__).resolve().parents[2] / "deploy" / "config.yaml"
+    data = yaml.safe_load(config.read_text())["data"]
+    # empty counts as unset, which would fall back to the flag's default: say it outright
+    patterns = cli._denied({"denied_namespaces": data["GITSYNC_DENIED_NAMESPACES"]})
+    assert denied_by("kube-system", patterns, None) == "kube-*"
+    assert not data.get("GITSYNC_ALLOWED_NAMESPACES")
