@@ -32,6 +32,7 @@ from gitsync.controller import Controller
 from gitsync.errors import (
     APIConflictError,
     APIError,
+    APINotFoundError,
     ConfigError,
     GitsyncError,
     OwnershipError,
@@ -293,16 +294,20 @@ class Syncer:
                 result.prune_skipped = "the sync was interrupted; the rest is not pruned"
                 log.warning("prune stopped before %s: shutdown, or leadership lost", who)
                 return
-            obj = self.controller.myapps.get(key) or tracked[key]
-            if obj["metadata"].get("uid") != tracked[key]["metadata"]["uid"] or (
-                (obj["metadata"].get("labels") or {}).get(SOURCE_LABEL) != self.source_label
+            obj = self.controller.myapps.get(key)
+            if (
+                obj is None
+                or obj["metadata"].get("uid") != tracked[key]["metadata"]["uid"]
+                or (obj["metadata"].get("labels") or {}).get(SOURCE_LABEL) != self.source_label
             ):
-                # replaced, or relabelled by another instance, since the pass began
+                # gone, replaced, or relabelled by another instance since the pass began
                 continue
             try:
                 self.controller.applier.delete(
                     KIND, ns, name, obj["metadata"]["uid"], obj["metadata"].get("resourceVersion")
                 )
+            except APINotFoundError:
+                continue  # deleted meanwhile: what prune wanted
             except APIConflictError:
                 # changed between our read and the delete: judged again next pass
                 log.info("not pruned: changed since it was read", extra={"key": key})

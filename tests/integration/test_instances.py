@@ -305,3 +305,43 @@ def test_the_cli_refuses_previews_and_reports_per_instance(
     assert bad.returncode == 1
     assert "--instance-name 'Not_A_Label' is not a DNS-1123 label" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    names = ("a", "b", "c", "gone")
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    upstream.commit({"apps/gone.yaml": None})
+
+    # while the pass applies, another instance takes "gone" over
+    def take_over() -> None:
+        patch = {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": {"name": "gone", "namespace": namespace, "labels": {SOURCE_LABEL: "other"}},
+        }
+        kube.apply(
+            path_of("MyApp", namespace, "gone"), patch, field_manager="other-instance", force=True
+        )
+
+    real = controller.apply_from_git
+    applied: list[str] = []
+    lock = threading.Lock()
+
+    def apply_then_take_over(*args: Any, **kw: Any) -> Any:
+        try:
+            return real(*args, **kw)
+        finally:
+            with lock:
+                applied.append(str(args[0]))
+                if len(applied) == 3:  # the apply phase is over, the prune is next
+                    take_over()
+
+    controller.apply_from_git = apply_then_take_over  # type: ignore[method-assign]
+    result = s.run()
+    controller.apply_from_git = real  # type: ignore[method-assign]
+    assert "gone" not in actions(result)
+    assert label(kube, namespace, "gone") == "other"
