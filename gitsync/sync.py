@@ -247,9 +247,9 @@ class Syncer:
         its MyApp is never taken over): the two instances would flap the MyApp between
         their revisions, and each would prune it when it left the other's Git.
 
-        Read from the informer cache, which holds every MyApp (no label selector): one
-        absent from it was absent when the watch last spoke, so a create cannot take
-        over more than one made by another instance within the watch's latency."""
+        Read from the informer cache, which holds every MyApp it watches (no label
+        selector): one absent from it was absent when the watch last spoke, so a create
+        can take over only one made by another instance within the watch's latency."""
         live = self.controller.myapps.get(key)
         other = self.identity.owner_of(live)
         if live is None or other is None:
