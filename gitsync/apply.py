@@ -57,17 +57,24 @@ class Applier:
             subject=subject(KIND, namespace, name),
         )
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str) -> None:
+    def delete(
+        self, kind: str, namespace: str, name: str, uid: str, resource_version: str | None = None
+    ) -> None:
         """Delete exactly the object we decided on: the uid precondition refuses a
-        same-named object created since. Owned Deployments go through the
-        garbage collector (background propagation), never by a separate delete."""
+        same-named object created since, the resourceVersion one (when given) an
+        object changed since we looked (relabelled by another instance, say). Owned
+        Deployments go through the garbage collector (background propagation),
+        never by a separate delete."""
+        preconditions = {"uid": uid}
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
         self.kube.delete(
             path_of(kind, namespace, name),
             subject=subject(kind, namespace, name),
             body={
                 "apiVersion": "v1",
                 "kind": "DeleteOptions",
-                "preconditions": {"uid": uid},
+                "preconditions": preconditions,
                 "propagationPolicy": "Background",
             },
         )

@@ -24,6 +24,7 @@ import yaml
 
 from gitsync import __version__, logs, manifests, prune
 from gitsync import diff as difflib
+from gitsync import instance as instancelib
 from gitsync.api import (
     DEFAULT_FORCE_MANAGERS,
     KIND,
@@ -52,7 +53,7 @@ from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, myapp_body, tracked_by
+from gitsync.sync import Syncer, SyncOptions, myapp_body, refusal, tracked_by
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,10 +104,38 @@ def _allowed(kw: dict[str, Any]) -> frozenset[str] | None:
     return frozenset(names) or None
 
 
+#: where the kubelet mounts the Pod's namespace next to its ServiceAccount token
+POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _denied(kw: dict[str, Any]) -> tuple[str, ...]:
+    patterns = [p.strip() for p in (kw.get("denied_namespaces") or "").split(",") if p.strip()]
+    try:
+        # in a Pod, its own namespace holds gitsync's Secrets and ServiceAccount: a
+        # MyApp there could mount them
+        own = POD_NAMESPACE_FILE.read_text().strip()
+    except OSError:
+        own = ""
+    return tuple(dict.fromkeys([*patterns, *([own] if own else [])]))
+
+
+def _identity(kw: dict[str, Any]) -> instancelib.Instance:
+    return instancelib.resolve(
+        kw.get("instance_name") or "",
+        kw.get("instance_repo") or kw.get("repo") or "",
+        kw.get("path") or ".",
+        kw.get("ref") or "main",
+    )
+
+
 def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
     rev = _source(kw).fetch()
     loaded = manifests.load(
-        rev.dir, kw["path"], default_namespace=kw["namespace"], allowed_namespaces=_allowed(kw)
+        rev.dir,
+        kw["path"],
+        default_namespace=kw["namespace"],
+        allowed_namespaces=_allowed(kw),
+        denied_namespaces=_denied(kw),
     )
     return str(rev), loaded
 
@@ -147,9 +176,12 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     opts = SyncOptions(
         repo=kw["repo"],
         instance=kw["instance_repo"],
+        instance_name=kw["instance_name"],
         path=kw["path"],
+        ref=kw["ref"],
         default_namespace=kw["namespace"],
         allowed_namespaces=_allowed(kw),
+        denied_namespaces=_denied(kw),
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
@@ -158,6 +190,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
     state = StateWriter(
         controller.kube,
         kw["status_namespace"],
+        _identity(kw).name,
         events=controller.events,
         field_manager=kw["field_manager"],
     )
@@ -173,6 +206,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
     """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
+    _identity(kw)  # a bad --instance-name is reported before anything starts
     controller = _controller(kw)
     controller.myapps.start()
     controller.deployments.start()
@@ -293,6 +327,7 @@ def run(**kw: Any) -> None:
             secret = Path(kw["webhook_secret_file"]).read_bytes().strip()
         except OSError as e:
             raise ConfigError(f"cannot read --webhook-secret-file: {e.strerror}") from e
+    identity = _identity(kw)  # before any connection: a bad --instance-name is a usage error
     controller = _controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
     syncer = _syncer(kw, controller) if kw.get("repo") else None
     options = DaemonOptions(
@@ -301,6 +336,7 @@ def run(**kw: Any) -> None:
         jitter=kw["jitter"],
         leader_elect=kw["leader_elect"],
         lease_namespace=kw["status_namespace"],
+        lease_name=identity.lease_name,
         webhook_secret=secret,
         webhook_rate=kw["webhook_rate"],
         webhook_burst=kw["webhook_burst"],
@@ -325,7 +361,13 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @output_option
 @opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
 @opt("--allow-empty", env="ALLOW_EMPTY", is_flag=True, help="As for sync.")
-@opt("--prune-max-fraction", env="PRUNE_MAX_FRACTION", type=float, default=0.5, show_default=True)
+@opt(
+    "--prune-max-fraction",
+    env="PRUNE_MAX_FRACTION",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+)
 @policy_options
 @field_manager_option
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
@@ -347,8 +389,13 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         myapps, deployments = listing.result(), deployments_listing.result()
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    label = prune.source_label_value(kw["instance_repo"] or kw["repo"], kw["path"])
+    identity = _identity(kw)
+    label = identity.label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+    # as in a sync: another instance's MyApp is refused, never applied over
+    refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
+    for key, other in sorted(refused.items()):
+        click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
     tracked = tracked_by(myapps.values(), label)
     # the same guards as a sync, so the preview says what the sync will do
     pplan = prune.plan_prune(
@@ -364,7 +411,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
         field_manager=kw["field_manager"],
     )
-    changes = plan(desired, myapps, deployments, pplan.delete, settings)
+    applied = {k: body for k, body in desired.items() if k not in refused}
+    changes = plan(applied, myapps, deployments, pplan.delete, settings)
     skipped = pplan.skipped if pplan.skipped and set(tracked) - set(desired) else None
     if output == "text":
         _print_diff(changes, sys.stdout.isatty() if color is None else color)
@@ -384,8 +432,9 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
             },
             output,
         )
-    # a broken manifest is an error even when the rest is unchanged: CI must not pass it
-    sys.exit(2 if loaded.errors or changes.failed else (1 if changes.writes else 0))
+    # a broken manifest, a refused MyApp or an object that cannot be planned is an
+    # error even when the rest is unchanged: CI must not pass it
+    sys.exit(2 if loaded.errors or refused or changes.failed else (1 if changes.writes else 0))
 
 
 def _print_diff(changes: ChangeSet, color: bool) -> None:
@@ -409,25 +458,41 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
 @cluster_options
 @opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
 @opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
+@opt("--instance-name", env="INSTANCE_NAME", default="", help="The instance whose sync to show.")
+@opt("--repo", env="REPO", default="", help="With --ref and --path: names the instance as sync.")
+@opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
+@opt("--ref", env="REF", default="main", show_default=True, help="As for sync.")
+@opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
 @output_option
 @expected_errors(2)
 def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) -> None:
-    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error."""
+    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
+
+    The last sync is shown for the instance the flags name (as for sync), or for every
+    instance in --status-namespace when they name none."""
+    named = bool(kw["instance_name"] or kw["instance_repo"] or kw["repo"])
+    identity = _identity(kw)
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
     rows = drift_rows(apps)
-    state = StateWriter(kube, status_namespace).read()
+    if named:
+        found = StateWriter(kube, status_namespace, identity.name).read()
+        states = {identity.name: found} if found else {}
+    else:
+        states = StateWriter.read_all(kube, status_namespace)
     drifted = any(r["drifted"] for r in rows)
     if output == "text":
         click.echo(render_table(rows), nl=False)
-        if state:
+        for name, state in sorted(states.items()):
             click.echo(
-                f"\nsync: revision {state.get('revision') or '-'}, "
+                f"\nsync of {name}: revision {state.get('revision') or '-'}, "
                 f"result {state.get('result') or '-'}, "
                 f"last error: {state.get('lastError') or 'none'}"
             )
     else:
-        _emit({"sync": state, "apps": rows}, output)
+        # "sync": the one instance's state, as before instances had names
+        only = next(iter(states.values())) if len(states) == 1 else {}
+        _emit({"sync": only, "instances": states, "apps": rows}, output)
     sys.exit(1 if drifted else 0)
 
 

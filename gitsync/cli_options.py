@@ -60,6 +60,13 @@ def source_options(required: bool) -> Callable[[F], F]:
                     "is a local checkout of it (default: --repo).",
                 ),
                 opt(
+                    "--instance-name",
+                    env="INSTANCE_NAME",
+                    default="",
+                    help="Names this instance: the source label on its MyApps, its Lease "
+                    "and status ConfigMap (default: from the repository, path and ref).",
+                ),
+                opt(
                     "--ref",
                     env="REF",
                     default="main",
@@ -85,7 +92,16 @@ def source_options(required: bool) -> Callable[[F], F]:
                     "--allowed-namespaces",
                     env="ALLOWED_NAMESPACES",
                     default="",
-                    help="Comma-separated namespaces MyApps may use (default: any).",
+                    help="Comma-separated namespaces MyApps may use (default: any not "
+                    "denied); one named here is allowed even if denied.",
+                ),
+                opt(
+                    "--denied-namespaces",
+                    env="DENIED_NAMESPACES",
+                    default="kube-*",
+                    show_default=True,
+                    help="Comma-separated namespace patterns (* and ?) MyApps may not use; "
+                    "gitsync's own namespace is always added when it runs in a Pod.",
                 ),
                 opt(
                     "--cache-dir",
@@ -159,10 +175,11 @@ def sync_options(f: F) -> F:
             opt(
                 "--prune-max-fraction",
                 env="PRUNE_MAX_FRACTION",
-                type=float,
+                type=click.FloatRange(0, 1),
                 default=0.5,
                 show_default=True,
-                help="Refuse a prune that would delete more than this share.",
+                help="Refuse a prune that would delete this share of the tracked MyApps or "
+                "more (0.5: half or more); 1 turns this guard off.",
             ),
             opt(
                 "--concurrency",

@@ -71,6 +71,7 @@ def load(
     *,
     default_namespace: str = "default",
     allowed_namespaces: frozenset[str] | None = None,
+    denied_namespaces: tuple[str, ...] = (),
     limits: Limits = Limits(),
 ) -> LoadResult:
     """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order."""
@@ -82,7 +83,7 @@ def load(
         raise ConfigError(f"path {path!r} does not exist in the repository")
     if not is_dns_label(default_namespace):
         raise ConfigError(f"default namespace {default_namespace!r} is not a DNS-1123 label")
-    checker = Checker(default_namespace, allowed_namespaces)
+    checker = Checker(default_namespace, allowed_namespaces, denied_namespaces)
     apps: list[DesiredApp] = []
     errors: list[ManifestError] = []
     files = 0

@@ -6,11 +6,9 @@ ownerReferences), so every guard here errs on the side of deleting nothing.
 
 from __future__ import annotations
 
-import hashlib
-import posixpath
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
@@ -47,43 +45,25 @@ def plan_prune(
     if not desired and not allow_empty:
         # an empty desired set is far more often a wrong --path or ref than an intent
         return _skip(f"Git has no MyApps; refusing to delete all {len(gone)} (--allow-empty)")
-    if len(gone) > max_fraction * len(tracked):
-        # a mass deletion is more likely a mistake (a moved directory) than a plan
+    if too_many(len(gone), len(tracked), max_fraction):
+        # a mass deletion is more likely a mistake (a moved directory, a second
+        # instance on the same repository) than a plan
         return _skip(
             f"{len(gone)} of {len(tracked)} tracked MyApps would be deleted,"
-            f" more than {max_fraction:.0%} (--prune-max-fraction)"
+            f" {max_fraction:.0%} or more (--prune-max-fraction)"
         )
     return PrunePlan(delete=tuple(gone))
 
 
+def too_many(gone: int, tracked: int, max_fraction: float) -> bool:
+    """Whether deleting ``gone`` of ``tracked`` MyApps reaches ``max_fraction``: a prune
+    must stay below it (so the default 0.5 refuses exactly half); 1 or more turns the
+    guard off. Exact arithmetic on the fraction as written: in floats 0.57 * 100 is
+    56.99999999999999, which would refuse 57 of 100 as more than 57 %."""
+    if max_fraction >= 1:
+        return False
+    return Fraction(gone, max(tracked, 1)) >= Fraction(str(max_fraction))
+
+
 def _skip(reason: str) -> PrunePlan:
     return PrunePlan(delete=(), skipped=reason)
-
-
-def source_label_value(repo_url: str, path: str) -> str:
-    """A label-safe name for one source instance (repository + path).
-
-    Two spellings of one repository (a trailing ``/`` or ``.git``, credentials, upper-case
-    host) name the same instance; otherwise a restart with a cosmetic change of ``--repo``
-    would orphan every MyApp it created.
-    """
-    key = f"{_normalise_url(repo_url)}\n{_normalise_path(path)}"
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-_SCHEME_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<auth>[^/@]*@)?(?P<rest>.*)")
-
-
-def _normalise_url(url: str) -> str:
-    url = url.strip()
-    m = _SCHEME_URL.fullmatch(url)
-    if m is not None:
-        host, _, rest = m["rest"].partition("/")
-        url = f"{m['scheme'].lower()}://{host.lower()}/{rest}"
-    url = url.rstrip("/")
-    return url.removesuffix(".git").rstrip("/")
-
-
-def _normalise_path(path: str) -> str:
-    norm = posixpath.normpath(path.strip().replace("\\", "/") or ".")
-    return norm.lstrip("/") or "."

@@ -12,6 +12,7 @@ sets itself), the user gets an error that names the field, before anything is ap
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from typing import cast
@@ -71,12 +72,29 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"  # a date or timestamp, which YAML also knows
 
 
+def denied_by(
+    namespace: str, denied: tuple[str, ...], allowed: frozenset[str] | None
+) -> str | None:
+    """The deny pattern ``namespace`` matches, unless it is allowed by name: whoever can
+    push to the repository must not run images in ``kube-system`` or next to gitsync's
+    own credentials, except where the operator said so explicitly."""
+    if allowed is not None and namespace in allowed:
+        return None
+    return next((p for p in denied if fnmatch.fnmatchcase(namespace, p)), None)
+
+
 class Checker:
     """Checks one document against the MyApp schema and builds the clean object."""
 
-    def __init__(self, default_namespace: str, allowed: frozenset[str] | None) -> None:
+    def __init__(
+        self,
+        default_namespace: str,
+        allowed: frozenset[str] | None,
+        denied: tuple[str, ...] = (),
+    ) -> None:
         self._default_namespace = default_namespace
         self._allowed = allowed
+        self._denied = denied
 
     def check(self, doc: object, out: Problems) -> Obj | None:
         if not isinstance(doc, dict):
@@ -121,6 +139,12 @@ class Checker:
         elif self._allowed is not None and namespace not in self._allowed:
             allowed = ", ".join(sorted(self._allowed)) or "none"
             out.append((("metadata", "namespace"), f"{namespace!r} is not allowed ({allowed})"))
+        elif (pattern := denied_by(namespace, self._denied, self._allowed)) is not None:
+            msg = (
+                f"{namespace!r} is denied (matches {pattern!r} of --denied-namespaces);"
+                " name it in --allowed-namespaces to allow it"
+            )
+            out.append((("metadata", "namespace"), msg))
         result: Obj = {"name": name, "namespace": namespace}
         # gitsync sets these itself; a different value in Git would be fought over every sync
         for field, reserved in _RESERVED.items():

@@ -1,7 +1,7 @@
 """Sync-level state that belongs to no single MyApp, visible in the cluster.
 
-A ConfigMap (``gitsync-status`` by default) holds the revision, the result,
-the last error and the counts of the last pass; an Event is recorded on it
+A ConfigMap per instance (``gitsync-status-<instance name>``) holds the revision,
+the result, the last error and the counts of the last pass; an Event is recorded on it
 when the result or the prune decision changes. Written with SSA, and only
 when its content changes, so a no-op resync costs no write.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from gitsync.api import FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Obj
 from gitsync.errors import APIError, APINotFoundError
 from gitsync.events import EventRecorder, EventType
+from gitsync.instance import INSTANCE_LABEL, STATUS_PREFIX
 from gitsync.kube import Kube, resource_path
 from gitsync.status import now
 
@@ -49,14 +50,15 @@ class StateWriter:
         self,
         kube: Kube,
         namespace: str,
-        name: str = "gitsync-status",
+        instance: str,
         *,
         events: EventRecorder | None = None,
         field_manager: str = FIELD_MANAGER,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
-        self.name = name
+        self.instance = instance
+        self.name = STATUS_PREFIX + instance
         self.events = events
         self.field_manager = field_manager
         self._last: SyncState | None = None
@@ -72,6 +74,16 @@ class StateWriter:
         except APINotFoundError:
             return {}
         return dict(cm.get("data") or {})
+
+    @staticmethod
+    def read_all(kube: Kube, namespace: str) -> dict[str, dict[str, str]]:
+        """The sync state of every instance in ``namespace``, by instance name."""
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL}"
+        path = resource_path("v1", "configmaps", namespace)
+        items = kube.list(path, params={"labelSelector": selector}).get("items", [])
+        return {
+            cm["metadata"]["labels"][INSTANCE_LABEL]: dict(cm.get("data") or {}) for cm in items
+        }
 
     @property
     def last(self) -> SyncState | None:
@@ -89,7 +101,7 @@ class StateWriter:
             "metadata": {
                 "name": self.name,
                 "namespace": self.namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: self.instance},
             },
             "data": data,
         }

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gitsync import instance as instancelib
 from gitsync import manifests, prune
 from gitsync.api import (
     KIND,
@@ -28,7 +29,15 @@ from gitsync.api import (
     subject,
 )
 from gitsync.controller import Controller
-from gitsync.errors import APIError, ConfigError, GitsyncError, SourceError
+from gitsync.errors import (
+    APIConflictError,
+    APIError,
+    APINotFoundError,
+    ConfigError,
+    GitsyncError,
+    OwnershipError,
+    SourceError,
+)
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
 from gitsync.state import StateWriter, SyncState
@@ -50,11 +59,16 @@ class ObjectResult:
 class SyncOptions:
     repo: str
     path: str = "."
+    ref: str = "main"
     #: the repository URL that names this source instance (default: repo); lets a
     #: local checkout stand in for the URL a daemon syncs from
     instance: str = ""
+    #: the instance's name (default: derived from the repository, path and ref)
+    instance_name: str = ""
     default_namespace: str = "default"
     allowed_namespaces: frozenset[str] | None = None
+    #: namespace patterns MyApps may not use unless allowed by name
+    denied_namespaces: tuple[str, ...] = ()
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
@@ -100,6 +114,21 @@ def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
     return body
 
 
+def identity_of(options: SyncOptions) -> instancelib.Instance:
+    return instancelib.resolve(
+        options.instance_name, options.instance or options.repo, options.path, options.ref
+    )
+
+
+def refusal(who: str, other: str, me: str) -> str:
+    """Why instance ``me`` does not apply MyApp ``who``, labelled by instance ``other``."""
+    return (
+        f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
+        f" instance {me!r} does not apply over it"
+        " (declare it in one source only, or delete it to hand it over)"
+    )
+
+
 def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     return {
         key_of(o): o
@@ -124,7 +153,11 @@ class Syncer:
         #: set on shutdown: the pass stops after the objects in flight
         self.cancel = threading.Event()
         self._interrupted = threading.Event()
-        self.source_label = prune.source_label_value(options.instance or options.repo, options.path)
+        self.identity = identity_of(options)
+        self.source_label = self.identity.label
+        controller.foreign_owner = self.identity.owner_of
+        #: MyApps of another instance this one refused, announced by an Event once
+        self._refused: dict[str, str] = {}
 
     def run(self) -> SyncResult:
         start = time.monotonic()
@@ -183,6 +216,7 @@ class Syncer:
             self.options.path,
             default_namespace=self.options.default_namespace,
             allowed_namespaces=self.options.allowed_namespaces,
+            denied_namespaces=self.options.denied_namespaces,
         )
         self._loaded = (rev.sha, loaded)
         return loaded
@@ -195,6 +229,9 @@ class Syncer:
             return None
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
+        refused = self._refuse_foreign(key, who)
+        if refused is not None:
+            return refused
         body = myapp_body(app, self.source_label)
         try:
             action = self.controller.apply_from_git(
@@ -204,6 +241,27 @@ class Syncer:
             log.error("apply failed: %s", e, extra={"key": key})
             return ObjectResult(who, "failed", str(e))
         return ObjectResult(who, action)  # type: ignore[arg-type]
+
+    def _refuse_foreign(self, key: str, who: str) -> ObjectResult | None:
+        """Another instance's MyApp is never applied over (as a Deployment not owned by
+        its MyApp is never taken over): the two instances would flap the MyApp between
+        their revisions, and each would prune it when it left the other's Git.
+
+        Read from the informer cache, which holds every MyApp it watches (no label
+        selector): one absent from it was absent when the watch last spoke, so a create
+        can take over only one made by another instance within the watch's latency."""
+        live = self.controller.myapps.get(key)
+        other = self.identity.owner_of(live)
+        if live is None or other is None:
+            self._refused.pop(key, None)
+            return None
+        error = OwnershipError(refusal(who, other, self.identity.name))
+        log.error("apply refused: %s", error, extra={"key": key})
+        if self._refused.get(key) != other:
+            # once per MyApp and owner, not on every poll
+            self._refused[key] = other
+            self.controller.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
+        return ObjectResult(who, "failed", str(error))
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
@@ -226,11 +284,34 @@ class Syncer:
                 log.warning("prune skipped: %s", plan.skipped)
             return
         for key in plan.delete:
-            obj = tracked[key]
             ns, name = key.split("/", 1)
             who = subject(KIND, ns, name)
+            if self.cancel.is_set() or not self.controller.is_leader():
+                # checked before every delete, not once per pass: a replica deposed
+                # during the apply phase would otherwise delete what a newer leader,
+                # maybe at a newer revision, has just declared
+                result.errors.append("prune stopped: shutdown, or leadership lost")
+                result.prune_skipped = "the sync was interrupted; the rest is not pruned"
+                log.warning("prune stopped before %s: shutdown, or leadership lost", who)
+                return
+            obj = self.controller.myapps.get(key)
+            if (
+                obj is None
+                or obj["metadata"].get("uid") != tracked[key]["metadata"]["uid"]
+                or (obj["metadata"].get("labels") or {}).get(SOURCE_LABEL) != self.source_label
+            ):
+                # gone, replaced, or relabelled by another instance since the pass began
+                continue
             try:
-                self.controller.applier.delete(KIND, ns, name, obj["metadata"]["uid"])
+                self.controller.applier.delete(
+                    KIND, ns, name, obj["metadata"]["uid"], obj["metadata"].get("resourceVersion")
+                )
+            except APINotFoundError:
+                continue  # deleted meanwhile: what prune wanted
+            except APIConflictError:
+                # changed between our read and the delete: judged again next pass
+                log.info("not pruned: changed since it was read", extra={"key": key})
+                continue
             except APIError as e:
                 result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
                 continue
@@ -249,7 +330,11 @@ class Syncer:
             SyncState(
                 revision=result.revision,
                 result="Succeeded" if result.ok else "Failed",
-                last_error="; ".join(result.errors)[:2000],
+                # the objects that failed too: their messages name them, and a refused
+                # or invalid MyApp is what someone reading the ConfigMap looks for
+                last_error="; ".join(
+                    [*result.errors, *(o.message for o in result.objects if o.action == "failed")]
+                )[:2000],
                 managed=sum(1 for o in result.objects if o.action != "pruned"),
                 failed=result.count("failed") + len(result.errors),
                 last_change=result.summary() if changed else previous,

@@ -88,7 +88,9 @@ def test_diff_previews_prunes_and_errors_exit_2(
     kubeconfig: str, namespace: str, synced: Path
 ) -> None:
     (synced / "apps" / "api.yaml").unlink()
-    out = gitsync(kubeconfig, "diff", *common(synced, namespace), "-o", "json")
+    # one of two is half, which the default --prune-max-fraction refuses
+    args = (*common(synced, namespace), "--prune-max-fraction", "0.75")
+    out = gitsync(kubeconfig, "diff", *args, "-o", "json")
     assert out.returncode == 1
     doc = json.loads(out.stdout)
     assert {

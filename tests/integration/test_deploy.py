@@ -45,8 +45,12 @@ from tests.support import app_yaml, get, wait_until
 ROOT = Path(__file__).resolve().parents[2]
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 TEST_MANAGER = "gitsync-tests"
-LEASE = "gitsync-leader"
-STATUS_CM = "gitsync-status"
+# the instance deploy/ names, as the Pod gets it from the gitsync-config ConfigMap
+INSTANCE = yaml.safe_load((ROOT / "deploy" / "config.yaml").read_text())["data"][
+    "GITSYNC_INSTANCE_NAME"
+]
+LEASE = f"gitsync-leader-{INSTANCE}"
+STATUS_CM = f"gitsync-status-{INSTANCE}"
 LEASE_DURATION = 15.0  # gitsync.leader's default
 
 Doc = dict[str, Any]
@@ -88,7 +92,11 @@ def one(docs: list[Doc], kind: str) -> Doc:
 
 def gitsync_env(kubeconfig: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITSYNC_")}
-    return env | {"KUBECONFIG": str(kubeconfig), "GITSYNC_LOG_FORMAT": "json"}
+    return env | {
+        "KUBECONFIG": str(kubeconfig),
+        "GITSYNC_LOG_FORMAT": "json",
+        "GITSYNC_INSTANCE_NAME": INSTANCE,
+    }
 
 
 def lease_path(ns: str) -> str:

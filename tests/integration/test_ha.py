@@ -16,6 +16,7 @@ import pytest
 
 from gitsync.apply import path_of
 from gitsync.controller import Controller
+from gitsync.errors import APINotFoundError
 from gitsync.kube import Kube, resource_path
 from tests.gitserver import free_port
 from tests.support import app_yaml, available, get, myapp, wait_until
@@ -78,7 +79,12 @@ def replicas(kubeconfig: str, crd: str, namespace: str, tmp_path: Path) -> Itera
 
 
 def holder(kube: Kube, namespace: str) -> str:
-    lease = kube.get(resource_path("coordination.k8s.io/v1", "leases", namespace, "gitsync-leader"))
+    # `gitsync run` without --repo is the instance "operator"
+    path = resource_path("coordination.k8s.io/v1", "leases", namespace, "gitsync-leader-operator")
+    try:
+        lease = kube.get(path)
+    except APINotFoundError:  # not created yet: a replica on a loaded machine starts slowly
+        return ""
     return str(lease.get("spec", {}).get("holderIdentity") or "")
 
 

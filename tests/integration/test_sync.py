@@ -15,7 +15,7 @@ from gitsync.daemon import Daemon, DaemonOptions
 from gitsync.kube import Kube, resource_path
 from gitsync.source import Credentials, GitSource, open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, SyncResult
+from gitsync.sync import Syncer, SyncOptions, SyncResult, identity_of
 from tests.gitserver import HttpGit, Upstream
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
 
@@ -28,10 +28,20 @@ def syncer(
     **options: Any,
 ) -> Syncer:
     creds = options.pop("credentials", Credentials())
-    source = open_source(url, "main", cache, credentials=creds, timeout=10, allow_insecure=True)
-    state = StateWriter(controller.kube, namespace, events=controller.events)
-    opts = SyncOptions(repo=url, path="apps", allowed_namespaces=frozenset({namespace}), **options)
+    ref = options.pop("ref", "main")
+    source = open_source(url, ref, cache, credentials=creds, timeout=10, allow_insecure=True)
+    opts = SyncOptions(
+        repo=url, path="apps", ref=ref, allowed_namespaces=frozenset({namespace}), **options
+    )
+    name = identity_of(opts).name
+    state = StateWriter(controller.kube, namespace, name, events=controller.events)
     return Syncer(controller, source, opts, state)
+
+
+def state_of(s: Syncer) -> dict[str, str]:
+    """The sync status ConfigMap of ``s``'s instance, as the API server holds it."""
+    assert s.state is not None
+    return StateWriter(s.controller.kube, s.state.namespace, s.identity.name).read()
 
 
 def actions(result: SyncResult) -> dict[str, str]:
@@ -107,7 +117,7 @@ def test_broken_file_applies_the_good_ones_and_skips_prune(
     assert any("apps/broken.yaml" in e and ":" in e for e in result.errors), result.errors
     assert result.prune_skipped is not None
     assert exists(kube, "MyApp", namespace, "old"), "nothing may be pruned while a file is broken"
-    state = StateWriter(kube, namespace).read()
+    state = state_of(s)
     assert state["result"] == "Failed"
     assert "apps/broken.yaml" in state["lastError"]
 
@@ -163,7 +173,7 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     cache_dir: Path,
     git_daemon: str,
 ) -> None:
-    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y")})
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y", "z")})
     s = syncer(controller, git_daemon, cache_dir, namespace)
     assert s.run().ok
     upstream.commit({"apps/y.yaml": None})
@@ -174,15 +184,15 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     result = s.run()
     assert not result.ok and result.errors
     assert exists(kube, "MyApp", namespace, "y")
-    state = StateWriter(kube, namespace).read()
+    state = state_of(s)
     assert state["result"] == "Failed" and state["lastError"]
     events = kube.list(resource_path("v1", "events", namespace))["items"]
     assert any(e["reason"] == "SyncFailed" for e in events)
     # the remote is back
     s.source = open_source(git_daemon, "main", cache_dir, timeout=10, allow_insecure=True)
     result = s.run()
-    assert result.ok and actions(result) == {"x": "unchanged", "y": "pruned"}
-    assert StateWriter(kube, namespace).read()["result"] == "Succeeded"
+    assert result.ok and actions(result) == {"x": "unchanged", "z": "unchanged", "y": "pruned"}
+    assert state_of(s)["result"] == "Succeeded"
 
 
 def test_string_port_and_replicas_from_git_do_not_drift(
@@ -321,7 +331,7 @@ def test_credentials_never_leak(
     assert 'gitsync_sync_total{result="failure"} 1' in metrics
     secrets = (http_git.token, wrong.read_text())
     texts = [caplog.text, *result.errors, repr(result), metrics]
-    texts.append(str(StateWriter(kube, namespace).read()))
+    texts.append(str(state_of(bad)))
     texts.append(str(kube.list(resource_path("v1", "events", namespace))))
     texts.append(str(get(kube, "MyApp", namespace, "sec")))
     for config in cache_dir.rglob("config"):

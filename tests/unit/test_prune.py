@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.prune import PrunePlan, plan_prune, source_label_value
+from gitsync.prune import PrunePlan, plan_prune, too_many
 
 TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
 
@@ -16,8 +16,8 @@ TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
         ({"shop/a"}, set(), {}, (), None),
         # one of four gone: deleted
         (TRACKED - {"shop/b"}, TRACKED, {}, ("shop/b",), None),
-        # two of four is exactly half: allowed
-        ({"shop/a", "blog/d"}, TRACKED, {}, ("shop/b", "shop/c"), None),
+        # two of four is exactly half: refused ("half or more", the documented default)
+        ({"shop/a", "blog/d"}, TRACKED, {}, (), "2 of 4 tracked MyApps would be deleted, 50%"),
         # new MyApps in Git do not count; only tracked ones are deleted
         ({"shop/a", "shop/b", "shop/c", "new/x"}, TRACKED, {}, ("blog/d",), None),
         # guards
@@ -26,12 +26,18 @@ TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
         (TRACKED - {"shop/b"}, TRACKED, {"manifests_ok": False}, (), "failed to load"),
         (set(), TRACKED, {}, (), "refusing to delete all 4"),
         ({"shop/a"}, TRACKED, {}, (), "3 of 4 tracked MyApps would be deleted"),
-        ({"shop/a"}, TRACKED, {"max_fraction": 0.75}, ("blog/d", "shop/b", "shop/c"), None),
+        ({"shop/a"}, TRACKED, {"max_fraction": 0.75}, (), "3 of 4"),
+        ({"shop/a"}, TRACKED, {"max_fraction": 0.8}, ("blog/d", "shop/b", "shop/c"), None),
         # allow_empty lifts the empty guard, not the fraction guard
         (set(), TRACKED, {"allow_empty": True}, (), "4 of 4"),
         (set(), TRACKED, {"allow_empty": True, "max_fraction": 1.0}, tuple(sorted(TRACKED)), None),
         # one tracked MyApp removed: 1 of 1 is more than half
         ({"shop/new"}, {"shop/old"}, {}, (), "1 of 1"),
+        # a second instance on the same repository sees the first one's MyApps as its
+        # own, exactly as many as its own: that half must not go
+        ({"stg/a", "stg/b"}, {"stg/a", "stg/b", "prod/a", "prod/b"}, {}, (), "2 of 4"),
+        # 1 turns the fraction guard off
+        ({"shop/a"}, TRACKED, {"max_fraction": 1.0}, ("blog/d", "shop/b", "shop/c"), None),
     ],
 )
 def test_plan_prune(
@@ -54,23 +60,30 @@ def test_guard_order_names_the_first_cause() -> None:
     assert plan == PrunePlan(delete=(), skipped="the Git fetch failed")
 
 
-def test_source_label_value() -> None:
-    base = source_label_value("https://github.com/example/apps", "apps")
-    assert len(base) == 16 and all(c in "0123456789abcdef" for c in base)
-    same = [
-        ("https://github.com/example/apps.git", "apps"),
-        ("https://GitHub.com/example/apps/", "./apps/"),
-        ("https://user:token@github.com/example/apps", "apps"),
-        (" https://github.com/example/apps ", "/apps"),
-    ]
-    for url, path in same:
-        assert source_label_value(url, path) == base, (url, path)
-    different = [
-        ("https://github.com/example/apps", "."),
-        ("https://github.com/example/other", "apps"),
-        ("https://github.com/Example/apps", "apps"),  # paths are case-sensitive on hosts
-        ("ssh://git@github.com/example/apps", "apps"),
-    ]
-    for url, path in different:
-        assert source_label_value(url, path) != base, (url, path)
-    assert source_label_value("/srv/repo", "") == source_label_value("/srv/repo/", ".")
+@pytest.mark.parametrize(
+    ("gone", "tracked", "fraction", "refused"),
+    [
+        # the 50 % boundary of the default, and just below and above it
+        (50, 100, 0.5, True),
+        (49, 100, 0.5, False),
+        (51, 100, 0.5, True),
+        (1, 2, 0.5, True),
+        (1, 3, 0.5, False),
+        (2, 3, 0.5, True),
+        # exact where floats are not: 0.57 * 100 == 56.99999999999999
+        (57, 100, 0.57, True),
+        (56, 100, 0.57, False),
+        (3, 10, 0.3, True),
+        (2, 10, 0.3, False),
+        # 0 refuses every deletion; 1 none
+        (1, 1000, 0.0, True),
+        (1000, 1000, 1.0, False),
+    ],
+)
+def test_fraction_boundary(gone: int, tracked: int, fraction: float, refused: bool) -> None:
+    assert too_many(gone, tracked, fraction) is refused
+    names = {f"ns/app{i}" for i in range(tracked)}
+    desired = set(sorted(names)[gone:]) | {"ns/new"}
+    plan = plan_prune(desired, names, max_fraction=fraction)
+    assert (plan.skipped is not None) is refused
+    assert len(plan.delete) == (0 if refused else gone)

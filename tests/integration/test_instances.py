@@ -1,0 +1,347 @@
+"""Instances against the real API server: two instances on one repository keep to their
+own MyApps, and a replica that stops leading during a pass deletes nothing more."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitsync.api import SOURCE_LABEL
+from gitsync.apply import path_of
+from gitsync.controller import Controller, ControllerConfig
+from gitsync.instance import legacy_label
+from gitsync.kube import Kube, resource_path
+from tests.gitserver import Upstream
+from tests.integration.test_cli import gitsync
+from tests.integration.test_sync import actions, exists, state_of, syncer
+from tests.support import app_yaml, available, get, wait_until
+
+
+@pytest.fixture
+def second(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
+    """The operator of a second gitsync instance, on the same cluster."""
+    c = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    c.start()
+    assert c.wait_synced(30)
+    yield c
+    c.stop()
+
+
+def label(kube: Kube, namespace: str, name: str) -> str | None:
+    app = get(kube, "MyApp", namespace, name)
+    assert app is not None, f"MyApp {name} is gone"
+    return (app["metadata"].get("labels") or {}).get(SOURCE_LABEL)
+
+
+def push_branch(upstream: Upstream, branch: str, files: dict[str, str | None]) -> None:
+    """Change the work tree by ``files``, commit, and push to ``branch`` alone."""
+    for rel, text in files.items():
+        p = upstream.work / rel
+        if text is None:
+            p.unlink()
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+    upstream.wgit("add", "--all")
+    upstream.wgit("commit", "--quiet", "-m", f"{branch} content")
+    upstream.wgit("push", "--quiet", "--force", "origin", f"HEAD:refs/heads/{branch}")
+
+
+def test_two_instances_on_one_repository_keep_to_their_own_myapps(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    second: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    # one repository and path, two refs: production follows main, staging its branch;
+    # both declare "shared"
+    push_branch(
+        upstream,
+        "staging",
+        {
+            **{f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("s1", "s2", "s3")},
+            "apps/shared.yaml": app_yaml(namespace, "shared", image="nginx:1.28"),
+        },
+    )
+    upstream.commit(
+        {
+            **{f"apps/{n}.yaml": None for n in ("s1", "s2", "s3")},
+            "apps/p1.yaml": app_yaml(namespace, "p1"),
+            "apps/shared.yaml": app_yaml(namespace, "shared", image="nginx:1.27"),
+        }
+    )
+    prod = syncer(controller, upstream.file_url, cache_dir / "prod", namespace)
+    staging = syncer(second, upstream.file_url, cache_dir / "stg", namespace, ref="staging")
+    assert prod.identity.name != staging.identity.name
+
+    assert actions(prod.run()) == {"p1": "created", "shared": "created"}
+    assert second.myapps.wait_synced(10)
+    wait_until(lambda: second.myapps.get(f"{namespace}/shared"), what="the watch to see shared")
+    first = staging.run()
+    assert actions(first) == {s: "created" for s in ("s1", "s2", "s3")} | {"shared": "failed"}
+    [refused] = [o.message for o in first.objects if o.action == "failed"]
+    assert f"MyApp/{namespace}/shared" in refused and repr(prod.identity.name) in refused
+    assert state_of(prod)["result"] == "Succeeded"
+    assert repr(prod.identity.name) in state_of(staging)["lastError"]
+
+    # the API server holds each MyApp under its own instance's label; shared is untouched
+    for name in ("p1", "shared"):
+        assert label(kube, namespace, name) == prod.identity.label
+    for name in ("s1", "s2", "s3"):
+        assert label(kube, namespace, name) == staging.identity.label
+    shared = get(kube, "MyApp", namespace, "shared")
+    assert shared is not None and shared["spec"]["image"] == "nginx:1.27"
+    assert shared["metadata"]["generation"] == 1, "the spec was written over"
+
+    def refusals() -> list[dict[str, Any]]:
+        events = kube.list(resource_path("v1", "events", namespace))["items"]
+        return [
+            e
+            for e in events
+            if e["reason"] == "OwnedByAnotherInstance" and e["involvedObject"]["name"] == "shared"
+        ]
+
+    [event] = wait_until(refusals, what="the OwnedByAnotherInstance Event")
+    assert event["type"] == "Warning" and prod.identity.name in event["message"]
+
+    # each instance runs again: neither prunes the other's MyApps (one of three, and
+    # three of five, were below the old guard's "more than half")
+    again = staging.run()
+    assert actions(again) == {s: "unchanged" for s in ("s1", "s2", "s3")} | {"shared": "failed"}
+    assert prod.run().ok
+    for name in ("s1", "s2", "s3", "p1", "shared"):
+        assert exists(kube, "MyApp", namespace, name), f"{name} was pruned"
+    shared = get(kube, "MyApp", namespace, "shared")
+    assert shared is not None and shared["metadata"]["generation"] == 1
+    assert label(kube, namespace, "shared") == prod.identity.label
+    # only one Event for a refusal that stands, not one per pass
+    assert len(refusals()) == 1
+
+    # shared is deleted by hand and staging re-creates it first: prod's operator, which
+    # still holds shared to prod's Git, must not take it back (a flap between the two)
+    key = f"{namespace}/shared"
+    kube.delete(path_of("MyApp", namespace, "shared"))
+    wait_until(
+        lambda: not exists(kube, "Deployment", namespace, "shared"),
+        timeout=60,
+        what="the garbage collector to remove shared's Deployment",
+    )
+    wait_until(lambda: second.myapps.get(key) is None, what="staging's cache to lose shared")
+    assert actions(staging.run())["shared"] == "created"
+
+    def seen_by_prod() -> bool:
+        labels = (controller.myapps.get(key) or {}).get("metadata", {}).get("labels") or {}
+        return labels.get(SOURCE_LABEL) == staging.identity.label
+
+    wait_until(seen_by_prod, what="prod's cache to see staging's shared")
+    controller.reconcile(key)
+    assert label(kube, namespace, "shared") == staging.identity.label
+    shared = get(kube, "MyApp", namespace, "shared")
+    assert shared is not None and shared["spec"]["image"] == "nginx:1.28"
+    assert actions(prod.run())["shared"] == "failed"
+    assert label(kube, namespace, "shared") == staging.identity.label
+
+
+def test_myapps_labelled_before_instance_names_are_adopted_not_pruned(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("kept", "left", "x")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    old = legacy_label(upstream.file_url, "apps")
+    for name in ("kept", "left"):
+        body = {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": {"name": name, "namespace": namespace, "labels": {SOURCE_LABEL: old}},
+            "spec": {"image": "nginx:1.27"},
+        }
+        kube.apply(path_of("MyApp", namespace, name), body, field_manager="gitsync")
+    wait_until(lambda: controller.myapps.get(f"{namespace}/left"), what="the cache")
+    upstream.commit({"apps/left.yaml": None})
+    result = s.run()
+    assert result.ok, result.errors
+    assert actions(result) == {"kept": "configured", "x": "created"}
+    assert label(kube, namespace, "kept") == s.identity.label
+    # shared by every ref of the repository: not proof enough that "left" was ours
+    assert label(kube, namespace, "left") == old
+
+
+class Deposer:
+    """Wraps a method of the controller (or of its applier): after ``calls`` calls the
+    replica stops leading (or, with ``cancel``, the pass is cancelled). ``undo`` puts
+    the method back."""
+
+    def __init__(self, owner: Any, method: str, calls: int, stop: threading.Event) -> None:
+        self.owner, self.method = owner, method
+        self.real = getattr(owner, method)
+        self.seen: list[tuple[Any, ...]] = []
+        self._lock = threading.Lock()
+
+        def wrapped(*args: Any, **kw: Any) -> Any:
+            try:
+                return self.real(*args, **kw)
+            finally:
+                with self._lock:
+                    self.seen.append(args)
+                    if len(self.seen) >= calls:
+                        stop.set()
+
+        setattr(owner, method, wrapped)
+
+    def undo(self) -> None:
+        setattr(self.owner, self.method, self.real)
+
+
+def test_a_pass_that_loses_leadership_deletes_nothing_more(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    names = ("a", "b", "c", "d", "e")
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
+    deposed = threading.Event()
+    controller.is_leader = lambda: not deposed.is_set()
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    for n in names:
+        wait_until(lambda n=n: available(kube, namespace, n, 1), timeout=60, what=n)  # type: ignore[misc]
+    assert controller.wait_idle(30)
+    # d and e leave Git: two of five, a prune the guard allows
+    upstream.commit({"apps/d.yaml": None, "apps/e.yaml": None})
+
+    # deposed once the apply phase is over, before the prune
+    applies = Deposer(controller, "apply_from_git", 3, deposed)
+    result = s.run()
+    applies.undo()
+    assert sorted(args[0] for args in applies.seen) == [f"{namespace}/{n}" for n in "abc"]
+    assert result.count("pruned") == 0 and not result.ok
+    assert exists(kube, "MyApp", namespace, "d") and exists(kube, "MyApp", namespace, "e")
+
+    # deposed by the time the first delete returns: the second is never sent
+    deposed.clear()
+    deletes = Deposer(controller.applier, "delete", 1, deposed)
+    result = s.run()
+    deletes.undo()
+    assert [args[1:3] for args in deletes.seen] == [(namespace, "d")]
+    assert actions(result)["d"] == "pruned" and "e" not in actions(result)
+    assert not exists(kube, "MyApp", namespace, "d")
+    assert exists(kube, "MyApp", namespace, "e")
+
+    # shutting down once the apply phase is over: nothing deleted either
+    deposed.clear()
+    cancels = Deposer(controller, "apply_from_git", 3, s.cancel)
+    result = s.run()
+    cancels.undo()
+    assert result.count("pruned") == 0
+    assert exists(kube, "MyApp", namespace, "e")
+
+    # leading, and not stopping: the prune completes
+    s.cancel.clear()
+    final = s.run()
+    assert final.ok, final.errors
+    assert actions(final)["e"] == "pruned"
+    assert not exists(kube, "MyApp", namespace, "e")
+
+
+def test_the_cli_refuses_previews_and_reports_per_instance(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    apps = tmp_path / "repo" / "apps"
+    apps.mkdir(parents=True)
+    for name in ("taken", "mine"):
+        (apps / f"{name}.yaml").write_text(app_yaml(namespace, name))
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "taken", "namespace": namespace, "labels": {SOURCE_LABEL: "other"}},
+        "spec": {"image": "nginx:1.26"},
+    }
+    kube.apply(path_of("MyApp", namespace, "taken"), body, field_manager="gitsync")
+    common = ["--repo", str(tmp_path / "repo"), "--path", "apps", "--allowed-namespaces", namespace]
+    named = [*common, "--instance-name", "mine"]
+
+    # diff says what sync will do: the refusal is an error, and no change is shown for it
+    preview = gitsync(kubeconfig, "diff", *named, "-o", "json")
+    assert preview.returncode == 2, preview.stderr
+    assert f"MyApp/{namespace}/taken belongs to gitsync instance 'other'" in preview.stderr
+    objects = {o["object"] for o in json.loads(preview.stdout)["objects"]}
+    assert f"MyApp/{namespace}/mine" in objects and f"MyApp/{namespace}/taken" not in objects
+
+    done = gitsync(kubeconfig, "sync", *named, "--status-namespace", namespace)
+    assert done.returncode == 1, done.stderr
+    assert f"MyApp/{namespace}/taken failed: MyApp/{namespace}/taken belongs to" in done.stdout
+    assert label(kube, namespace, "taken") == "other"
+    taken = get(kube, "MyApp", namespace, "taken")
+    assert taken is not None and taken["spec"]["image"] == "nginx:1.26"
+    assert label(kube, namespace, "mine") == "mine"
+    cm = kube.get(resource_path("v1", "configmaps", namespace, "gitsync-status-mine"))
+    assert cm["metadata"]["labels"]["gitsync.apps.example.com/instance"] == "mine"
+
+    # drift finds the instance's status by name, or every instance's without one
+    report = gitsync(
+        kubeconfig,
+        "drift",
+        "-n",
+        namespace,
+        "--status-namespace",
+        namespace,
+        "--instance-name",
+        "mine",
+        "-o",
+        "json",
+    )
+    assert report.returncode == 0, report.stderr
+    doc = json.loads(report.stdout)
+    assert "belongs to gitsync instance 'other'" in doc["sync"]["lastError"]
+    every = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
+    assert "sync of mine: revision local, result Failed" in every.stdout, every.stdout
+
+    bad = gitsync(kubeconfig, "sync", *common, "--instance-name", "Not_A_Label")
+    assert bad.returncode == 1
+    assert "--instance-name 'Not_A_Label' is not a DNS-1123 label" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    names = ("a", "b", "c", "gone")
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    upstream.commit({"apps/gone.yaml": None})
+
+    # while the pass applies, another instance takes "gone" over
+    def take_over() -> None:
+        patch = {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": {"name": "gone", "namespace": namespace, "labels": {SOURCE_LABEL: "other"}},
+        }
+        kube.apply(
+            path_of("MyApp", namespace, "gone"), patch, field_manager="other-instance", force=True
+        )
+
+    real = controller.apply_from_git
+    applied: list[str] = []
+    lock = threading.Lock()
+
+    def apply_then_take_over(*args: Any, **kw: Any) -> Any:
+        try:
+            return real(*args, **kw)
+        finally:
+            with lock:
+                applied.append(str(args[0]))
+                if len(applied) == 3:  # the apply phase is over, the prune is next
+                    take_over()
+
+    controller.apply_from_git = apply_then_take_over  # type: ignore[method-assign]
+    result = s.run()
+    controller.apply_from_git = real  # type: ignore[method-assign]
+    assert "gone" not in actions(result)
+    assert label(kube, namespace, "gone") == "other"

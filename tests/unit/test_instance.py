@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+
+from gitsync.api import SOURCE_LABEL
+from gitsync.errors import ConfigError
+from gitsync.instance import (
+    OPERATOR_ONLY,
+    Instance,
+    check_name,
+    default_name,
+    legacy_label,
+    resolve,
+)
+from gitsync.schema import is_dns_label
+
+URL = "https://github.com/example/platform-apps.git"
+
+
+def test_default_name_is_readable_stable_and_names_the_ref() -> None:
+    main = default_name(URL, "apps", "main")
+    assert main.startswith("platform-apps-main-")
+    assert main == default_name(URL, "apps", "main")
+    # the two instances of issue 9: one repository and path, two refs
+    assert default_name(URL, "apps", "staging") != main
+    assert default_name(URL, "clusters/prod", "main") != main
+    assert default_name("https://github.com/other/platform-apps", "apps", "main") != main
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("https://github.com/example/platform-apps", "apps"),
+        ("https://GitHub.com/example/platform-apps/", "./apps/"),
+        ("https://user:token@github.com/example/platform-apps.git", "apps"),
+        (" https://github.com/example/platform-apps ", "/apps"),
+    ],
+)
+def test_spellings_of_one_source_share_a_name(url: str, path: str) -> None:
+    assert default_name(url, path, "main") == default_name(URL, "apps", "main")
+
+
+@pytest.mark.parametrize(
+    ("url", "ref"),
+    [
+        (URL, "main"),
+        ("git@github.com:Example/Platform_Apps.git", "release/v1.2"),
+        ("/srv/git/repo", "refs/heads/main"),
+        ("file:///tmp/srv/repo.git", "0123456789abcdef0123456789abcdef01234567"),
+        ("https://host/" + "x" * 200, "y" * 200),
+        ("https://host/---", "..."),
+        ("https://host/r.git?private_token=s3cr3t#frag", "main"),
+    ],
+)
+def test_default_name_is_a_dns_label_and_carries_no_credentials(url: str, ref: str) -> None:
+    name = default_name(url, "apps", ref)
+    assert is_dns_label(name), name
+    assert "s3cr3t" not in name and "token" not in name
+    # it also names the Lease and the ConfigMap, which allow at most 253
+    inst = Instance(name)
+    assert len(inst.lease_name) <= 253 and len(inst.status_name) <= 253
+
+
+def test_resolve() -> None:
+    named = resolve("prod", URL, "apps", "main")
+    assert (named.name, named.label) == ("prod", "prod")
+    assert (named.lease_name, named.status_name) == ("gitsync-leader-prod", "gitsync-status-prod")
+    assert resolve("", URL, "apps", "main").name == default_name(URL, "apps", "main")
+    assert resolve("", "", ".", "main").name == OPERATOR_ONLY
+    # the label gitsync wrote before instance names: adopted, not pruned (see sync)
+    assert named.legacy_labels == {legacy_label(URL, "apps")}
+
+
+@pytest.mark.parametrize("bad", ["Prod", "-prod", "prod-", "pr_od", "a" * 64, "", "a.b"])
+def test_check_name_refuses_what_cannot_name_a_label_and_a_lease(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--instance-name"):
+        check_name(bad)
+    if bad:
+        with pytest.raises(ConfigError):
+            resolve(bad, URL, "apps", "main")
+
+
+def _app(label: str | None) -> dict[str, object]:
+    labels = {SOURCE_LABEL: label} if label is not None else {}
+    return {"metadata": {"name": "web", "namespace": "shop", "labels": labels}}
+
+
+def test_owner_of() -> None:
+    me = resolve("prod", URL, "apps", "main")
+    assert me.owner_of(None) is None
+    assert me.owner_of(_app(None)) is None  # made by hand: adopted
+    assert me.owner_of(_app("")) is None
+    assert me.owner_of(_app("prod")) is None
+    assert me.owner_of(_app(legacy_label(URL, "apps"))) is None
+    assert me.owner_of(_app("staging")) == "staging"
+    assert me.owner_of(_app(legacy_label(URL, "other"))) == legacy_label(URL, "other")
+
+
+def test_legacy_label_keeps_its_normalisation() -> None:
+    base = legacy_label("https://github.com/example/apps", "apps")
+    assert len(base) == 16 and all(c in "0123456789abcdef" for c in base)
+    same = [
+        ("https://github.com/example/apps.git", "apps"),
+        ("https://GitHub.com/example/apps/", "./apps/"),
+        ("https://user:token@github.com/example/apps", "apps"),
+        (" https://github.com/example/apps ", "/apps"),
+    ]
+    for url, path in same:
+        assert legacy_label(url, path) == base, (url, path)
+    different = [
+        ("https://github.com/example/apps", "."),
+        ("https://github.com/example/other", "apps"),
+        ("https://github.com/Example/apps", "apps"),  # paths are case-sensitive on hosts
+        ("ssh://git@github.com/example/apps", "apps"),
+    ]
+    for url, path in different:
+        assert legacy_label(url, path) != base, (url, path)
+    assert legacy_label("/srv/repo", "") == legacy_label("/srv/repo/", ".")
