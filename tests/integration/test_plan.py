@@ -90,9 +90,10 @@ def _web(**spec: Any) -> Callable[[Ctx], None]:
     return lambda c: c.write("web", **spec)
 
 
-def _both(c: Ctx) -> None:
-    c.write("web")
-    c.write("api")
+def _three(c: Ctx) -> None:
+    # three, so that removing one stays under the prune guard (half or more is refused)
+    for name in ("web", "api", "worker"):
+        c.write(name)
 
 
 def _seq(*steps: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
@@ -158,7 +159,7 @@ SCENARIOS = {
         frozenset({("MyApp/api", "created"), ("Deployment/api", "created")}),
     ),
     "myapp-removed-from-git": Scenario(
-        (_both,),
+        (_three,),
         lambda c: c.remove("api"),
         frozenset({("MyApp/api", "pruned")}),
     ),
