@@ -14,6 +14,7 @@ field path comes back as a file and line. Composing YAML at a bounded cost is
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import yaml
 
 from gitsync._yaml import Composer, Loader, TooComplex, line_of
 from gitsync.api import Obj
-from gitsync.errors import ConfigError, ManifestError
+from gitsync.errors import ConfigError, ManifestError, plain_or_quote, quote
 from gitsync.schema import Checker, Problems, field_name, is_dns_label
 
 _EXTENSIONS = (".yaml", ".yml")
@@ -37,6 +38,15 @@ class Limits:
     max_depth: int = 32
     max_aliases: int = 100
     max_documents: int = 1000
+    #: a document, aliases expanded, may be no larger than a file may be
+    max_document_bytes: int = 1 << 20
+    #: one value (a scalar, a list, a mapping), aliases expanded; Kubernetes caps all of
+    #: an object's annotations together at this size
+    max_value_bytes: int = 256 << 10
+    #: errors reported per file and per load; the rest are counted ("… and N more"), so
+    #: a hostile file cannot flood the output, the logs or memory
+    max_errors_per_file: int = 20
+    max_errors: int = 200
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class DesiredApp:
     file: str
     document: int
     line: int
+    column: int = 1
 
     @property
     def key(self) -> str:
@@ -57,8 +68,12 @@ class DesiredApp:
 @dataclass(frozen=True)
 class LoadResult:
     apps: tuple[DesiredApp, ...]
+    #: the errors to show, at most ``Limits.max_errors_per_file`` per file and
+    #: ``Limits.max_errors`` in all, each cut list ending with an "… and N more" entry
     errors: tuple[ManifestError, ...]
     files: int
+    #: every error found, shown or not
+    error_count: int = 0
 
     @property
     def ok(self) -> bool:
@@ -72,9 +87,15 @@ def load(
     default_namespace: str = "default",
     allowed_namespaces: frozenset[str] | None = None,
     denied_namespaces: tuple[str, ...] = (),
+    watch_namespace: str | None = None,
     limits: Limits = Limits(),
 ) -> LoadResult:
-    """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order."""
+    """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
+
+    ``watch_namespace``: the daemon's operator sees that namespace only, so a MyApp that
+    Git puts elsewhere could never be observed (it would be "created" every pass, its
+    drift never seen): it is refused here, like a namespace that is not allowed.
+    """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
     if not _within(real_root, start):
@@ -83,15 +104,59 @@ def load(
         raise ConfigError(f"path {path!r} does not exist in the repository")
     if not is_dns_label(default_namespace):
         raise ConfigError(f"default namespace {default_namespace!r} is not a DNS-1123 label")
-    checker = Checker(default_namespace, allowed_namespaces, denied_namespaces)
+    checker = Checker(
+        default_namespace, allowed_namespaces, denied_namespaces, watched=watch_namespace
+    )
     apps: list[DesiredApp] = []
     errors: list[ManifestError] = []
     files = 0
     for rel, file in _manifest_files(real_root, start, errors):
         files += 1
-        _load_file(rel, file, checker, limits, apps, errors)
+        found = _Errors(rel, limits.max_errors_per_file)
+        _load_file(rel, file, checker, limits, apps, found)
+        errors.extend(found.shown())
     unique, duplicates = _split_duplicates(apps)
-    return LoadResult(apps=unique, errors=(*errors, *duplicates), files=files)
+    errors.extend(duplicates)
+    count = sum(e.hidden if isinstance(e, _More) else 1 for e in errors)
+    return LoadResult(
+        apps=unique, errors=_cut(errors, limits.max_errors), files=files, error_count=count
+    )
+
+
+class _More(ManifestError):
+    """The "… and N more" entry that stands for ``hidden`` errors not shown."""
+
+    def __init__(self, file: str, hidden: int, where: str = "") -> None:
+        self.hidden = hidden
+        super().__init__(file, f"… and {hidden} more errors" + (f" {where}" if where else ""))
+
+
+class _Errors:
+    """The errors of one file: the first ``cap`` are kept, the rest only counted."""
+
+    def __init__(self, file: str, cap: int) -> None:
+        self.file = file
+        self.cap = cap
+        self.items: list[ManifestError] = []
+        self.count = 0
+
+    def add(self, error: ManifestError) -> None:
+        self.count += 1
+        if len(self.items) < self.cap:
+            self.items.append(error)
+
+    def shown(self) -> list[ManifestError]:
+        hidden = self.count - len(self.items)
+        if hidden <= 0:
+            return self.items
+        return [*self.items, _More(self.file, hidden, "in this file")]
+
+
+def _cut(errors: list[ManifestError], cap: int) -> tuple[ManifestError, ...]:
+    if len(errors) <= cap:
+        return tuple(errors)
+    hidden = sum(e.hidden if isinstance(e, _More) else 1 for e in errors[cap:])
+    return (*errors[:cap], _More("", hidden))
 
 
 def _split_duplicates(
@@ -105,10 +170,11 @@ def _split_duplicates(
     errors = [
         ManifestError(
             other.file,
-            f"MyApp {key} is also defined at {same[0].file}:{same[0].line}"
+            f"MyApp {key} is also defined at {plain_or_quote(same[0].file)}:{same[0].line}"
             f" (document {same[0].document})",
             document=other.document,
             line=other.line,
+            column=other.column,
             field="metadata.name",
         )
         for key, same in by_key.items()
@@ -144,7 +210,8 @@ def _walk(
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError as e:
-        errors.append(ManifestError(directory.relative_to(root).as_posix(), e.strerror or "?"))
+        rel = directory.relative_to(root).as_posix()
+        errors.append(ManifestError(rel, f"cannot read: {e.strerror or e}"))
         return
     for entry in entries:
         if entry.name.startswith("."):
@@ -152,20 +219,42 @@ def _walk(
         here = Path(entry.path)
         rel = here.relative_to(root).as_posix()
         is_manifest = entry.name.endswith(_EXTENSIONS)
-        if entry.is_symlink():
-            real = Path(os.path.realpath(here))
-            if not _within(root, real):
-                # a checkout must never make us read the host's files (a link to /etc/passwd)
-                if is_manifest or real.is_dir():
-                    errors.append(ManifestError(rel, "symlink resolves outside the repository"))
-                continue
-        if entry.is_dir():
+        try:
+            is_dir = _is_dir(root, entry, here, is_manifest, rel, errors)
+        except OSError as e:
+            # a symlink loop, or an entry that went away: that file fails, the rest loads
+            # (a loop not named like a manifest holds none, as a dangling link holds none)
+            if is_manifest:
+                errors.append(ManifestError(rel, f"cannot read: {e.strerror or e}"))
+            continue
+        if is_dir is None:
+            continue
+        if is_dir:
             yield from _walk(root, here, seen, errors)
         elif is_manifest:
             real_file = os.path.realpath(here)
             if real_file not in seen:  # linked twice is still one file
                 seen.add(real_file)
                 yield rel, here
+
+
+def _is_dir(
+    root: Path,
+    entry: os.DirEntry[str],
+    here: Path,
+    is_manifest: bool,
+    rel: str,
+    errors: list[ManifestError],
+) -> bool | None:
+    """Whether to walk into the entry; None to skip it. Raises OSError (ELOOP…)."""
+    if entry.is_symlink():
+        real = Path(os.path.realpath(here))
+        if not _within(root, real):
+            # a checkout must never make us read the host's files (a link to /etc/passwd)
+            if is_manifest or real.is_dir():
+                errors.append(ManifestError(rel, "symlink resolves outside the repository"))
+            return None
+    return entry.is_dir()
 
 
 # --- reading and composing one file ------------------------------------------------------
@@ -177,31 +266,76 @@ def _load_file(
     checker: Checker,
     limits: Limits,
     apps: list[DesiredApp],
-    errors: list[ManifestError],
+    errors: _Errors,
 ) -> None:
     try:
         text = _read_text(rel, file, limits.max_file_bytes)
     except ManifestError as e:
-        errors.append(e)
+        errors.add(e)
         return
     loader = Loader(text)
-    composer = Composer(loader, max_depth=limits.max_depth, max_aliases=limits.max_aliases)
+    composer = Composer(
+        loader,
+        max_depth=limits.max_depth,
+        max_aliases=limits.max_aliases,
+        max_document_bytes=limits.max_document_bytes,
+        max_value_bytes=limits.max_value_bytes,
+    )
     try:
         for node in composer.documents():
             if composer.index >= limits.max_documents:
                 msg = f"more than {limits.max_documents} documents in one file"
-                errors.append(ManifestError(rel, msg, document=composer.index))
+                line, column = node.start_mark.line + 1, node.start_mark.column + 1
+                errors.add(
+                    ManifestError(rel, msg, document=composer.index, line=line, column=column)
+                )
                 return
             _check_document(rel, composer, node, loader, checker, apps, errors)
     except yaml.MarkedYAMLError as e:
-        line = e.problem_mark.line + 1 if e.problem_mark else None
-        msg = f"invalid YAML: {e.problem or e.context}"
-        errors.append(ManifestError(rel, msg, document=composer.index, line=line))
-    except (yaml.YAMLError, TooComplex) as e:
-        line = e.line if isinstance(e, TooComplex) else None
-        errors.append(ManifestError(rel, str(e), document=composer.index, line=line))
+        mark = e.problem_mark or e.context_mark
+        msg = f"invalid YAML: {_clean(e.problem or e.context or 'syntax error')}"
+        errors.add(_at(rel, msg, mark, composer.index))
+    except TooComplex as e:
+        errors.add(
+            ManifestError(rel, str(e), document=composer.index, line=e.line, column=e.column)
+        )
+    except yaml.YAMLError as e:  # a reader error: _read_text refuses those characters first
+        line, column = _position(text, getattr(e, "position", 0))
+        msg = f"invalid YAML: {_clean(getattr(e, 'reason', '') or str(e))}"
+        errors.add(ManifestError(rel, msg, line=line, column=column))
     finally:
         loader.dispose()
+
+
+def _at(rel: str, message: str, mark: object, document: int | None) -> ManifestError:
+    line = getattr(mark, "line", None)
+    column = getattr(mark, "column", None)
+    return ManifestError(
+        rel,
+        message,
+        document=document if document is not None and document >= 0 else None,
+        line=line + 1 if line is not None else None,
+        column=column + 1 if column is not None else None,
+    )
+
+
+def _clean(text: str) -> str:
+    """A parser's message on one line: what the file put in it cannot break the line."""
+    return "".join(c if c.isprintable() else quote(c)[1:-1] for c in text[:300])
+
+
+def _position(text: str, index: int) -> tuple[int, int]:
+    """1-based line and column of the character at ``index``."""
+    line_start = text.rfind("\n", 0, index) + 1
+    return text.count("\n", 0, index) + 1, index - line_start + 1
+
+
+# YAML allows tab, line breaks and printable Unicode only; libyaml reports any other
+# character by its offset alone, and takes a byte order mark after the start of the
+# file for part of a key, so both are found here, with the line and column they are at
+_FORBIDDEN = re.compile(
+    "[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
 
 
 def _read_text(rel: str, file: Path, max_bytes: int) -> str:
@@ -220,9 +354,22 @@ def _read_text(rel: str, file: Path, max_bytes: int) -> str:
     if len(data) > max_bytes:
         raise ManifestError(rel, f"file is more than {max_bytes} bytes")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ManifestError(rel, f"not valid UTF-8 (byte {e.start})") from None
+        good = data[: e.start].decode("utf-8-sig")
+        line, column = _position(good, len(good))
+        msg = f"not valid UTF-8 (byte {e.start})"
+        raise ManifestError(rel, msg, line=line, column=column) from None
+    bad = _FORBIDDEN.search(text)
+    if bad is not None:
+        line, column = _position(text, bad.start())
+        char = bad.group()
+        if char == "\ufeff":
+            msg = "a byte order mark (U+FEFF) is allowed only at the start of the file"
+        else:
+            msg = f"character U+{ord(char):04X} is not allowed in YAML"
+        raise ManifestError(rel, msg, line=line, column=column)
+    return text
 
 
 # --- one document ------------------------------------------------------------------------
@@ -235,26 +382,27 @@ def _check_document(
     loader: yaml.SafeLoader,
     checker: Checker,
     apps: list[DesiredApp],
-    errors: list[ManifestError],
+    errors: _Errors,
 ) -> None:
-    index, line = composer.index, node.start_mark.line + 1
+    index, line, column = composer.index, node.start_mark.line + 1, node.start_mark.column + 1
     if node.tag == "tag:yaml.org,2002:null":
         return  # an empty document (a stray "---", or only comments) is no error
     try:
         value = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
-        mark = getattr(e, "problem_mark", None)
-        where = mark.line + 1 if mark is not None else line
-        problem = getattr(e, "problem", None) or str(e)
-        errors.append(ManifestError(rel, f"invalid YAML: {problem}", document=index, line=where))
+        mark = getattr(e, "problem_mark", None) or node.start_mark
+        problem = _clean(getattr(e, "problem", None) or str(e))
+        errors.add(_at(rel, f"invalid YAML: {problem}", mark, index))
         return
-    problems: Problems = []
+    problems = Problems(limit=errors.cap)
     obj = checker.check(value, problems)
-    for key, key_line in composer.duplicate_keys:
-        errors.append(ManifestError(rel, f"duplicate key {key!r}", document=index, line=key_line))
+    for key, key_line, key_column in composer.duplicate_keys:
+        msg = f"duplicate key {quote(key)}"
+        errors.add(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
     for path, message in problems:
         field = field_name(path) or None
-        at = line_of(node, path)
-        errors.append(ManifestError(rel, message, document=index, line=at, field=field))
+        at, col = line_of(node, path)
+        errors.add(ManifestError(rel, message, document=index, line=at, column=col, field=field))
+    errors.count += problems.dropped
     if obj is not None and not problems and not composer.duplicate_keys:
-        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line))
+        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))

@@ -162,7 +162,7 @@ SPEC_CASES = [
     ("port: http", "spec.port", "found string 'http'"),
     ("env: [{name: PORT, value: 8080}]", "spec.env[0].value", "quote it"),
     ("env: [{name: DEBUG, value: yes}]", "spec.env[0].value", "found boolean true"),
-    ("env: [{name: A, value: x}, {name: A, value: y}]", "spec.env[1].name", "duplicate"),
+    ("env: [{name: A, value: x}, {name: A, value: z}]", "spec.env[1].name", "duplicate"),
     ("env: [{name: '', value: x}]", "spec.env[0].name", "non-empty string"),
     ("env: [{value: x}]", "spec.env[0].name", "found null"),
     ("env: [{name: A, valueFrom: {}}]", "spec.env[0].valueFrom", "unknown field"),
@@ -197,7 +197,7 @@ def test_invalid_spec(tmp_path: Path, spec_line: str, field: str, fragment: str)
 
 
 def test_valid_quantities_and_integers(tmp_path: Path) -> None:
-    spec = "resources: {requests: {cpu: '.5', memory: 1e3, x.io/gpu: 2, y: 1.5Ki, z: 10n}}"
+    spec = "resources: {requests: {cpu: '.5', memory: 1e3, x.io/gpu: 2, w: 1.5Ki, z: 10n}}"
     write(tmp_path, {"a.yaml": app() + f"  {spec}\n  replicas: 0\n  port: 65535\n"})
     result = load(tmp_path)
     assert result.ok, [str(e) for e in result.errors]
@@ -219,7 +219,7 @@ def test_valid_quantities_and_integers(tmp_path: Path) -> None:
         ("{name: web, uid: abc}", "metadata.uid", "unknown field"),
         ("{name: web, labels: {version: 1.0}}", "metadata.labels.version", "quote it"),
         ("{name: web, labels: {a: 'has space'}}", "metadata.labels.a", "invalid label value"),
-        ("{name: web, labels: {'bad key!': x}}", "metadata.labels.bad key!", "invalid key"),
+        ("{name: web, labels: {'bad key!': x}}", "metadata.labels['bad key!']", "invalid key"),
         (
             "{name: web, labels: {gitsync.apps.example.com/source: x}}",
             "metadata.labels.gitsync.apps.example.com/source",
@@ -313,9 +313,9 @@ def test_duplicate_names_across_and_within_files(tmp_path: Path) -> None:
     assert sorted(a.key for a in result.apps) == ["blog/web", "shop/other"]
     messages = sorted(str(e) for e in result.errors)
     assert messages == [
-        "b.yaml:9 (document 1): metadata.name: MyApp shop/web is also defined at a.yaml:1"
+        "b.yaml:9:1 (document 1): metadata.name: MyApp shop/web is also defined at a.yaml:1"
         " (document 0)",
-        "c.yaml:9 (document 1): metadata.name: MyApp blog/twice is also defined at c.yaml:1"
+        "c.yaml:9:1 (document 1): metadata.name: MyApp blog/twice is also defined at c.yaml:1"
         " (document 0)",
     ]
 
