@@ -173,7 +173,7 @@ class _Built:
     node: yaml.Node
     size: int  # nodes in the tree once aliases are expanded
     aliases: int  # alias uses in the tree once aliases are expanded
-    nbytes: int  # bytes of the scalars in the tree once aliases are expanded
+    nbytes: int  # once aliases are expanded: 1 per node + the UTF-8 bytes of each scalar
     mark: Any  # where it starts (for an alias, the alias)
 
 
@@ -218,7 +218,6 @@ class Composer:
             self._anchors.clear()  # anchors never cross documents
             self.duplicate_keys = []
             built = self._compose(0)
-            self._value_bounded(built)
             self._loader.get_event()  # DocumentEndEvent
             self._file_nodes += built.size
             self._file_bytes += built.nbytes
@@ -243,7 +242,7 @@ class Composer:
                 tag = STR
             marks: Any = (ev.start_mark, ev.end_mark)  # libyaml's Mark type, same fields
             node = yaml.ScalarNode(tag, ev.value, marks[0], marks[1], style=ev.style)
-            return self._anchor(ev, _Built(node, 1, 0, _nbytes(ev.value), ev.start_mark))
+            return self._anchor(ev, _Built(node, 1, 0, 1 + _nbytes(ev.value), ev.start_mark))
         if depth >= self._max_depth:
             raise TooComplex(f"nested deeper than {self._max_depth}", ev.start_mark)
         if ev.anchor is not None:
@@ -277,17 +276,17 @@ class Composer:
 
     def _sequence(self, ev: Any, depth: int) -> _Built:
         node = yaml.SequenceNode(_tag(ev, _SEQ), [], ev.start_mark, None, flow_style=ev.flow_style)
-        built = _Built(node, 1, 0, 0, ev.start_mark)
+        built = _Built(node, 1, 0, 1, ev.start_mark)
         while not self._loader.check_event(yaml.SequenceEndEvent):
             item = self._compose(depth + 1)
             node.value.append(item.node)
-            self._add(built, item, ev)
+            self._add(built, item, ev, depth)
         node.end_mark = self._loader.get_event().end_mark
         return built
 
     def _mapping(self, ev: Any, depth: int) -> _Built:
         node = yaml.MappingNode(_tag(ev, _MAP), [], ev.start_mark, None, flow_style=ev.flow_style)
-        built = _Built(node, 1, 0, 0, ev.start_mark)
+        built = _Built(node, 1, 0, 1, ev.start_mark)
         keys: set[str] = set()
         while not self._loader.check_event(yaml.MappingEndEvent):
             key = self._compose(depth + 1)
@@ -299,12 +298,12 @@ class Composer:
                     self.duplicate_keys.append((key.node.value, mark.line + 1, mark.column + 1))
                 keys.add(key.node.value)
             node.value.append((key.node, value.node))
-            self._add(built, key, ev)
-            self._add(built, value, ev)
+            self._add(built, key, ev, depth)
+            self._add(built, value, ev, depth)
         node.end_mark = self._loader.get_event().end_mark
         return built
 
-    def _add(self, parent: _Built, child: _Built, ev: Any) -> None:
+    def _add(self, parent: _Built, child: _Built, ev: Any, depth: int) -> None:
         # bytes are counted as the tree grows, so an amplified value is stopped before
         # anything walks (and copies) it: one 256 KiB anchor used 100 times is 25 MiB
         self._value_bounded(child)
@@ -312,16 +311,19 @@ class Composer:
         parent.aliases += child.aliases
         parent.nbytes += child.nbytes
         self._bounded(parent, ev)
-        if parent.nbytes > self._max_document_bytes:
-            msg = f"the document is larger than {self._max_document_bytes} bytes"
-            raise TooComplex(msg + " once aliases are expanded", child.mark)
+        if depth == 0:  # the document itself
+            if parent.nbytes > self._max_document_bytes:
+                msg = f"the document is larger than {self._max_document_bytes} bytes"
+                raise TooComplex(msg + " once aliases are expanded", child.mark)
+        else:
+            self._value_bounded(parent, child.mark)
 
-    def _value_bounded(self, built: _Built) -> None:
+    def _value_bounded(self, built: _Built, mark: Any = None) -> None:
         if built.nbytes > self._max_value_bytes:
             msg = f"a value is larger than {self._max_value_bytes} bytes"
             if built.aliases:
                 msg += " once aliases are expanded"
-            raise TooComplex(msg, built.mark)
+            raise TooComplex(msg, mark or built.mark)
 
 
 def _tag(ev: Any, default: str) -> str:
