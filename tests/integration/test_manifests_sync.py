@@ -1,0 +1,103 @@
+"""What the loader refuses never reaches the API server: checked on what it holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitsync.controller import Controller
+from gitsync.kube import Kube, resource_path
+from gitsync.source import open_source
+from gitsync.state import StateWriter
+from gitsync.sync import Syncer, SyncOptions
+from tests.gitserver import Upstream
+from tests.support import app_yaml, get
+
+GITSYNC = str(Path(sys.executable).parent / "gitsync")
+
+
+@pytest.fixture
+def other_namespace(kube: Kube) -> Iterator[str]:
+    ns = f"unwatched-{uuid.uuid4().hex[:6]}"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    kube.create(resource_path("v1", "namespaces"), body)
+    yield ns
+    kube.delete(resource_path("v1", "namespaces", name=ns))
+
+
+def test_myapps_outside_the_watched_namespace_are_refused_not_created(
+    kube: Kube,
+    namespace: str,
+    other_namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    # the controller fixture watches `namespace` only, as `gitsync run --watch-namespace`
+    assert controller.config.namespace == namespace
+    upstream.commit(
+        {
+            "apps/seen.yaml": app_yaml(namespace, "seen"),
+            "apps/unseen.yaml": app_yaml(other_namespace, "unseen"),
+        }
+    )
+    source = open_source(upstream.file_url, "main", cache_dir, timeout=10, allow_insecure=True)
+    opts = SyncOptions(
+        repo=upstream.file_url,
+        path="apps",
+        allowed_namespaces=frozenset({namespace, other_namespace}),
+        watch_namespace=namespace,
+    )
+    syncer = Syncer(controller, source, opts, StateWriter(kube, namespace))
+    for _ in range(2):
+        result = syncer.run()
+        assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["seen"]
+        assert len(result.errors) == 1
+        assert "apps/unseen.yaml:5:3 (document 0): metadata.namespace:" in result.errors[0]
+        assert "outside the namespace gitsync watches" in result.errors[0]
+        assert result.prune_skipped is None  # nothing of ours would go
+    assert get(kube, "MyApp", namespace, "seen") is not None
+    assert get(kube, "MyApp", other_namespace, "unseen") is None
+    state = StateWriter(kube, namespace).read()
+    assert state["result"] == "Failed" and "apps/unseen.yaml" in state["lastError"]
+
+
+def test_diff_exits_2_on_hostile_manifests_and_still_plans_the_good_ones(
+    kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "good.yaml").write_text(app_yaml(namespace, "good"))
+    (apps / "sexagesimal.yaml").write_text(
+        app_yaml(namespace, "s") + "  port: " + ":".join(["1"] * 100_000) + "\n"
+    )
+    (apps / "hex.yaml").write_text(
+        app_yaml(namespace, "h").replace("replicas: 1", "replicas: 0x" + "f" * 5000)
+    )
+    (apps / "loop.yaml").symlink_to("loop.yaml")
+    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    args = ["--repo", str(tmp_path), "--path", "apps", "--allowed-namespaces", namespace]
+    proc = subprocess.run(
+        [GITSYNC, "diff", *args, "--no-color"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = sorted(line for line in proc.stderr.splitlines() if line.startswith("error: "))
+    assert [e.split(":", 2)[1].strip() for e in errors] == [
+        "apps/hex.yaml",
+        "apps/loop.yaml",
+        "apps/sexagesimal.yaml",
+    ]
+    # the good MyApp and its Deployment: the broken files stop nothing else
+    assert proc.stdout.splitlines()[-1].startswith("local: 2 created, 0 configured")
+    assert f"{namespace}/good" in proc.stdout
