@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from yaml.constructor import ConstructorError
 
-from gitsync.errors import quote
+from gitsync.errors import plain_or_quote, quote
 
 # libyaml parses ~10x faster than the pure-Python parser and gives the same events and marks
 if TYPE_CHECKING:
@@ -256,10 +256,10 @@ class Composer:
 
     def _alias(self, ev: yaml.AliasEvent) -> _Built:
         if ev.anchor in self._open:
-            raise TooComplex(f"recursive alias *{ev.anchor}", ev.start_mark)
+            raise TooComplex(f"recursive alias *{plain_or_quote(ev.anchor)}", ev.start_mark)
         target = self._anchors.get(ev.anchor or "")
         if target is None:
-            raise TooComplex(f"undefined alias *{ev.anchor}", ev.start_mark)
+            raise TooComplex(f"undefined alias *{plain_or_quote(ev.anchor or '')}", ev.start_mark)
         built = _Built(target.node, target.size, target.aliases + 1, target.nbytes, ev.start_mark)
         return self._bounded(built, ev)
 

@@ -211,7 +211,7 @@ def _walk(
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError as e:
         rel = directory.relative_to(root).as_posix()
-        errors.append(ManifestError(rel, f"cannot read: {e.strerror or e}"))
+        errors.append(ManifestError(rel, f"cannot read: {_reason(e)}"))
         return
     for entry in entries:
         if entry.name.startswith("."):
@@ -225,7 +225,7 @@ def _walk(
             # a symlink loop, or an entry that went away: that file fails, the rest loads
             # (a loop not named like a manifest holds none, as a dangling link holds none)
             if is_manifest:
-                errors.append(ManifestError(rel, f"cannot read: {e.strerror or e}"))
+                errors.append(ManifestError(rel, f"cannot read: {_reason(e)}"))
             continue
         if is_dir is None:
             continue
@@ -236,6 +236,11 @@ def _walk(
             if real_file not in seen:  # linked twice is still one file
                 seen.add(real_file)
                 yield rel, here
+
+
+def _reason(e: OSError) -> str:
+    # strerror alone: str(e) repeats the path, which the message already names (quoted)
+    return e.strerror or type(e).__name__
 
 
 def _is_dir(
@@ -343,7 +348,7 @@ def _read_text(rel: str, file: Path, max_bytes: int) -> str:
         # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
-        raise ManifestError(rel, f"cannot open: {e.strerror}") from None
+        raise ManifestError(rel, f"cannot open: {_reason(e)}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
