@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -144,7 +144,9 @@ class Loader(_Base):
     that an explicit ``!!int 1:20`` is refused the way kubectl refuses it."""
 
 
-def _construct(kind: str, read: Any) -> Any:
+def _construct(
+    kind: str, read: Callable[[str], object | None]
+) -> Callable[[yaml.SafeLoader, yaml.ScalarNode], object]:
     def construct(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
         value = read(str(node.value))
         if value is None:

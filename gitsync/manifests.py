@@ -7,27 +7,25 @@ stops the others from loading (the caller skips prune when anything failed).
 This is the public face of loading (:func:`load`, :class:`Limits`, :class:`DesiredApp`,
 :class:`LoadResult`): it finds the files without leaving the repository, reads each one
 within its limits, and ties the two lower layers together, so that a problem found on a
-field path comes back as a file and line. Composing YAML at a bounded cost is
-:mod:`gitsync._yaml`; what a valid MyApp is, is :mod:`gitsync.schema`.
+field path comes back as a file, line and column. Finding and reading the files safely is
+:mod:`gitsync._files`; composing YAML at a bounded cost is :mod:`gitsync._yaml`; what a
+valid MyApp is, is :mod:`gitsync.schema`. Errors are capped per file and per load, the rest
+counted, so that a hostile file cannot flood the output, the logs or memory.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from gitsync._files import manifest_files, position, read_text, within
 from gitsync._yaml import Composer, Loader, TooComplex, line_of
 from gitsync.api import Obj
 from gitsync.errors import ConfigError, ManifestError, plain_or_quote, quote
 from gitsync.schema import Checker, Problems, field_name, is_dns_label
-
-_EXTENSIONS = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def load(
     """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
-    if not _within(real_root, start):
+    if not within(real_root, start):
         raise ConfigError(f"path {path!r} is outside the repository")
     if not start.exists():
         raise ConfigError(f"path {path!r} does not exist in the repository")
@@ -110,7 +108,7 @@ def load(
     apps: list[DesiredApp] = []
     errors: list[ManifestError] = []
     files = 0
-    for rel, file in _manifest_files(real_root, start, errors):
+    for rel, file in manifest_files(real_root, start, errors):
         files += 1
         found = _Errors(rel, limits.max_errors_per_file)
         _load_file(rel, file, checker, limits, apps, found)
@@ -183,85 +181,6 @@ def _split_duplicates(
     return tuple(app for app in apps if len(by_key[app.key]) == 1), errors
 
 
-# --- finding the files -------------------------------------------------------------------
-
-
-def _within(root: Path, target: Path) -> bool:
-    return target == root or root in target.parents
-
-
-def _manifest_files(
-    root: Path, start: Path, errors: list[ManifestError]
-) -> Iterator[tuple[str, Path]]:
-    """(path relative to the root, posix; path to open), sorted, hidden entries skipped."""
-    if start.is_file():
-        yield start.relative_to(root).as_posix(), start
-    else:
-        yield from _walk(root, start, set(), errors)
-
-
-def _walk(
-    root: Path, directory: Path, seen: set[str], errors: list[ManifestError]
-) -> Iterator[tuple[str, Path]]:
-    real_dir = os.path.realpath(directory)
-    if real_dir in seen:  # a symlinked directory inside the repository may point back up
-        return
-    seen.add(real_dir)
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as e:
-        rel = directory.relative_to(root).as_posix()
-        errors.append(ManifestError(rel, f"cannot read: {_reason(e)}"))
-        return
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue  # .git, .github, .gitlab-ci.yml, editor files: never MyApps
-        here = Path(entry.path)
-        rel = here.relative_to(root).as_posix()
-        is_manifest = entry.name.endswith(_EXTENSIONS)
-        try:
-            is_dir = _is_dir(root, entry, here, is_manifest, rel, errors)
-        except OSError as e:
-            # a symlink loop, or an entry that went away: that file fails, the rest loads
-            # (a loop not named like a manifest holds none, as a dangling link holds none)
-            if is_manifest:
-                errors.append(ManifestError(rel, f"cannot read: {_reason(e)}"))
-            continue
-        if is_dir is None:
-            continue
-        if is_dir:
-            yield from _walk(root, here, seen, errors)
-        elif is_manifest:
-            real_file = os.path.realpath(here)
-            if real_file not in seen:  # linked twice is still one file
-                seen.add(real_file)
-                yield rel, here
-
-
-def _reason(e: OSError) -> str:
-    # strerror alone: str(e) repeats the path, which the message already names (quoted)
-    return e.strerror or type(e).__name__
-
-
-def _is_dir(
-    root: Path,
-    entry: os.DirEntry[str],
-    here: Path,
-    is_manifest: bool,
-    rel: str,
-    errors: list[ManifestError],
-) -> bool | None:
-    """Whether to walk into the entry; None to skip it. Raises OSError (ELOOP…)."""
-    if entry.is_symlink():
-        real = Path(os.path.realpath(here))
-        if not _within(root, real):
-            # a checkout must never make us read the host's files (a link to /etc/passwd)
-            if is_manifest or real.is_dir():
-                errors.append(ManifestError(rel, "symlink resolves outside the repository"))
-            return None
-    return entry.is_dir()
-
-
 # --- reading and composing one file ------------------------------------------------------
 
 
@@ -274,7 +193,7 @@ def _load_file(
     errors: _Errors,
 ) -> None:
     try:
-        text = _read_text(rel, file, limits.max_file_bytes)
+        text = read_text(rel, file, limits.max_file_bytes)
     except ManifestError as e:
         errors.add(e)
         return
@@ -304,8 +223,8 @@ def _load_file(
         errors.add(
             ManifestError(rel, str(e), document=composer.index, line=e.line, column=e.column)
         )
-    except yaml.YAMLError as e:  # a reader error: _read_text refuses those characters first
-        line, column = _position(text, getattr(e, "position", 0))
+    except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
+        line, column = position(text, getattr(e, "position", 0))
         msg = f"invalid YAML: {_clean(getattr(e, 'reason', '') or str(e))}"
         errors.add(ManifestError(rel, msg, line=line, column=column))
     finally:
@@ -327,54 +246,6 @@ def _at(rel: str, message: str, mark: object, document: int | None) -> ManifestE
 def _clean(text: str) -> str:
     """A parser's message on one line: what the file put in it cannot break the line."""
     return "".join(c if c.isprintable() else quote(c)[1:-1] for c in text[:300])
-
-
-def _position(text: str, index: int) -> tuple[int, int]:
-    """1-based line and column of the character at ``index``."""
-    line_start = text.rfind("\n", 0, index) + 1
-    return text.count("\n", 0, index) + 1, index - line_start + 1
-
-
-# YAML allows tab, line breaks and printable Unicode only; libyaml reports any other
-# character by its offset alone, and takes a byte order mark after the start of the
-# file for part of a key, so both are found here, with the line and column they are at
-_FORBIDDEN = re.compile(
-    "[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
-)
-
-
-def _read_text(rel: str, file: Path, max_bytes: int) -> str:
-    try:
-        # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise ManifestError(rel, f"cannot open: {_reason(e)}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ManifestError(rel, "not a regular file")
-        if st.st_size > max_bytes:  # refused before reading any of it
-            raise ManifestError(rel, f"file is {st.st_size} bytes, more than {max_bytes}")
-        data = f.read(max_bytes + 1)  # it may have grown since fstat
-    if len(data) > max_bytes:
-        raise ManifestError(rel, f"file is more than {max_bytes} bytes")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        good = data[: e.start].decode("utf-8-sig")
-        line, column = _position(good, len(good))
-        msg = f"not valid UTF-8 (byte {e.start})"
-        raise ManifestError(rel, msg, line=line, column=column) from None
-    bad = _FORBIDDEN.search(text)
-    if bad is not None:
-        line, column = _position(text, bad.start())
-        char = bad.group()
-        if char == "\ufeff":
-            msg = "a byte order mark (U+FEFF) is allowed only at the start of the file"
-        else:
-            msg = f"character U+{ord(char):04X} is not allowed in YAML"
-        raise ManifestError(rel, msg, line=line, column=column)
-    return text
 
 
 # --- one document ------------------------------------------------------------------------

@@ -740,6 +740,14 @@ def test_every_load_error_has_line_and_column(
     assert [a.key for a in result.apps] == ["shop/ok"]
 
 
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r", "\u2028"])
+def test_lines_are_counted_as_libyaml_counts_them(tmp_path: Path, eol: str) -> None:
+    for bad, column in (("  port: x", 3), ("  port: 8\x00", 10)):
+        (tmp_path / "a.yaml").write_text((app() + bad + "\n").replace("\n", eol), newline="")
+        err = only_error(load(tmp_path))
+        assert (err.line, err.column) == (8, column), str(err)
+
+
 def test_invalid_utf8_has_line_and_column(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_bytes(b"a: 1\nname: caf\xe9\n")
     err = only_error(load(tmp_path))
