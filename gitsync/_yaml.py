@@ -11,8 +11,8 @@ Plain scalars are read as kubectl reads them (sigs.k8s.io/yaml, on go-yaml v2), 
 PyYAML's YAML 1.1 does: ``1:20`` is the string "1:20", not the sexagesimal 80 (whose
 conversion is also quadratic in the number of parts); ``0o17``, ``0x1F``, ``0b101`` and
 ``1_000`` are integers; an integer only when it fits 64 bits (beyond, a float or a string,
-never an unbounded conversion); ``y``/``n`` are booleans; a date stays a string. So what
-``gitsync validate`` accepts is what ``kubectl apply`` would send.
+never an unbounded conversion); a date stays a string. So what ``gitsync validate``
+accepts is what ``kubectl apply`` would send (one exception, below: ``y`` and ``n``).
 
 Apart from ``manifests`` because it is about YAML alone: it knows nothing of files, MyApps
 or the schema.
@@ -63,11 +63,12 @@ class TooComplex(Exception):
 
 # --- scalars, as go-yaml v2 resolves them --------------------------------------------------
 
+# go-yaml v2 also reads y, Y, n and N as booleans; they stay strings here (as in PyYAML and
+# YAML 1.2): a MyApp named "y" is what its author meant, and where a boolean is wanted
+# (suspend) the string is an error, so no value is ever read differently from kubectl
 _BOOLS = {
-    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE"), True),
-    **dict.fromkeys(("on", "On", "ON"), True),
-    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE"), False),
-    **dict.fromkeys(("off", "Off", "OFF"), False),
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
 }
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
 _SPECIAL_FLOATS = {
