@@ -47,7 +47,7 @@ from gitsync.cli_options import (
     sync_options,
 )
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import ConfigError
+from gitsync.errors import ConfigError, one_line
 from gitsync.kube import Kube, resource_path
 from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
@@ -500,7 +500,7 @@ def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) 
             click.echo(
                 f"\nsync of {name}: revision {state.get('revision') or '-'}, "
                 f"result {state.get('result') or '-'}, "
-                f"last error: {state.get('lastError') or 'none'}"
+                f"last error: {one_line(state.get('lastError') or 'none', 2000)}"
             )
     else:
         # "sync": the one instance's state, as before instances had names

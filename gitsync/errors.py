@@ -26,6 +26,13 @@ def quote(value: object, limit: int = MAX_QUOTED) -> str:
     return f"{text[:limit]!r}… ({len(text)} characters)"
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """A message that quotes what it got from elsewhere (a parser's problem, an API
+    server's answer) as one line: control and invisible characters escaped, cut."""
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+
+
 # what a path or field name may hold and still be printed bare: no space, colon, quote,
 # bracket or control character, so it can neither end the location nor start a new line
 _PLAIN = re.compile(r"[A-Za-z0-9._/@+=,~-]{1,200}")
@@ -95,7 +102,8 @@ class APIError(GitsyncError):
         self.subject = subject
         self.status = status
         self.reason = reason
-        self.message = message[:MAX_BODY]
+        # the body is the server's, and may echo what a request carried: one line, cut
+        self.message = one_line(message, MAX_BODY)
         super().__init__(f"{subject}: {self.message}")
 
 

@@ -24,7 +24,7 @@ import yaml
 from gitsync._files import manifest_files, position, read_text, within
 from gitsync._yaml import Composer, Loader, TooComplex, line_of
 from gitsync.api import Obj
-from gitsync.errors import ConfigError, ManifestError, plain_or_quote, quote
+from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.schema import Checker, Problems, field_name, is_dns_label
 
 
@@ -217,7 +217,7 @@ def _load_file(
             _check_document(rel, composer, node, loader, checker, apps, errors)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        msg = f"invalid YAML: {_clean(e.problem or e.context or 'syntax error')}"
+        msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
         errors.add(_at(rel, msg, mark, composer.index))
     except TooComplex as e:
         errors.add(
@@ -225,7 +225,7 @@ def _load_file(
         )
     except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
         line, column = position(text, getattr(e, "position", 0))
-        msg = f"invalid YAML: {_clean(getattr(e, 'reason', '') or str(e))}"
+        msg = f"invalid YAML: {one_line(getattr(e, 'reason', '') or str(e))}"
         errors.add(ManifestError(rel, msg, line=line, column=column))
     finally:
         loader.dispose()
@@ -241,11 +241,6 @@ def _at(rel: str, message: str, mark: object, document: int | None) -> ManifestE
         line=line + 1 if line is not None else None,
         column=column + 1 if column is not None else None,
     )
-
-
-def _clean(text: str) -> str:
-    """A parser's message on one line: what the file put in it cannot break the line."""
-    return "".join(c if c.isprintable() else quote(c)[1:-1] for c in text[:300])
 
 
 # --- one document ------------------------------------------------------------------------
@@ -267,7 +262,7 @@ def _check_document(
         value = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
         mark = getattr(e, "problem_mark", None) or node.start_mark
-        problem = _clean(getattr(e, "problem", None) or str(e))
+        problem = one_line(getattr(e, "problem", None) or str(e))
         errors.add(_at(rel, f"invalid YAML: {problem}", mark, index))
         return
     problems = Problems(limit=errors.cap)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.errors import ManifestError, plain_or_quote, quote
+from gitsync.errors import MAX_BODY, APIError, ManifestError, plain_or_quote, quote
 
 
 @pytest.mark.parametrize(
@@ -45,3 +45,12 @@ def test_manifest_error_location() -> None:
     assert str(err) == "a.yaml:3:7 (document 1): spec.port: bad"
     assert str(ManifestError("a\nb.yaml", "bad", line=2)) == r"'a\nb.yaml':2: bad"
     assert str(ManifestError("", "and 3 more errors")) == "and 3 more errors"
+
+
+def test_api_error_bodies_are_one_line_and_cut() -> None:
+    err = APIError("MyApp/ns/a", "denied\nerror: forged\x1b[2J" + "x" * 1000)
+    assert "\n" not in str(err) and "\x1b" not in str(err)
+    assert err.message.startswith(r"denied\nerror: forged\x1b[2J")
+    # cut at MAX_BODY characters of the body, then escaped
+    body = "denied\nerror: forged\x1b[2J"
+    assert err.message.endswith("x" * (MAX_BODY - len(body)) + "…")
