@@ -209,14 +209,25 @@ class Composer:
         self._open: set[str] = set()
         self._file_nodes = 0
         self._file_bytes = 0
+        self._between = True
         self.index = -1
         #: (key, line, column) of each repeated key in the current document
         self.duplicate_keys: list[tuple[str, int, int]] = []
 
+    @property
+    def document(self) -> int:
+        """The index of the document an error found now is in: between two documents
+        (a bad directive or document start), the next one."""
+        return self.index + 1 if self._between else self.index
+
     def documents(self) -> Iterator[yaml.Node]:
         self._loader.get_event()  # StreamStartEvent
-        while not self._loader.check_event(yaml.StreamEndEvent):
+        while True:
+            self._between = True
+            if self._loader.check_event(yaml.StreamEndEvent):
+                break
             ev = self._loader.get_event()  # DocumentStartEvent
+            self._between = False
             self.index += 1
             self._anchors.clear()  # anchors never cross documents
             self.duplicate_keys = []

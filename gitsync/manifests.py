@@ -218,10 +218,10 @@ def _load_file(
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
-        errors.add(_at(rel, msg, mark, composer.index))
+        errors.add(_at(rel, msg, mark, composer.document))
     except TooComplex as e:
         errors.add(
-            ManifestError(rel, str(e), document=composer.index, line=e.line, column=e.column)
+            ManifestError(rel, str(e), document=composer.document, line=e.line, column=e.column)
         )
     except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
         line, column = position(text, getattr(e, "position", 0))

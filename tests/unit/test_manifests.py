@@ -740,6 +740,22 @@ def test_every_load_error_has_line_and_column(
     assert [a.key for a in result.apps] == ["shop/ok"]
 
 
+@pytest.mark.parametrize(
+    ("text", "document", "line"),
+    [
+        ("%YAML 2.0\n---\na: 1\n", 0, 1),
+        (app() + "...\n%YAML 2.0\n---\na: 1\n", 1, 9),  # before the second document
+        (app() + "---\na: b: c\n", 1, 9),
+    ],
+)
+def test_an_error_between_documents_names_the_next_one(
+    tmp_path: Path, text: str, document: int, line: int
+) -> None:
+    write(tmp_path, {"a.yaml": text})
+    err = only_error(load(tmp_path))
+    assert (err.document, err.line) == (document, line), str(err)
+
+
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r", "\u2028"])
 def test_lines_are_counted_as_libyaml_counts_them(tmp_path: Path, eol: str) -> None:
     for bad, column in (("  port: x", 3), ("  port: 8\x00", 10)):
