@@ -115,11 +115,20 @@ _FORBIDDEN = re.compile(
 
 
 def read_text(rel: str, file: Path, max_bytes: int) -> str:
+    """The text of one manifest file; a :class:`ManifestError` for anything else."""
     try:
         # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise ManifestError(rel, f"cannot open: {reason(e)}") from None
+    try:
+        data = _read(rel, fd, max_bytes)
+    except OSError as e:  # EIO, a file that went away under us: this file fails alone
+        raise ManifestError(rel, f"cannot read: {reason(e)}") from None
+    return _decode(rel, data)
+
+
+def _read(rel: str, fd: int, max_bytes: int) -> bytes:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
@@ -129,6 +138,10 @@ def read_text(rel: str, file: Path, max_bytes: int) -> str:
         data = f.read(max_bytes + 1)  # it may have grown since fstat
     if len(data) > max_bytes:
         raise ManifestError(rel, f"file is more than {max_bytes} bytes")
+    return data
+
+
+def _decode(rel: str, data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

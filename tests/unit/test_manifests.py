@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import textwrap
@@ -610,6 +611,22 @@ def test_symlink_loops_fail_their_file_only(tmp_path: Path) -> None:
         "self.yaml: cannot read: Too many levels of symbolic links",
     ]
     assert [a.key for a in result.apps] == ["shop/web"]
+
+
+def test_a_read_error_fails_its_file_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, {"a.yaml": app("a"), "b.yaml": app("b")})
+    original = os.fstat
+    failures = [OSError(errno.EIO, os.strerror(errno.EIO))]
+
+    def fstat(fd: int) -> os.stat_result:
+        if failures:  # the first file read fails, as on a bad disk
+            raise failures.pop()
+        return original(fd)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    result = load(tmp_path)
+    assert [str(e) for e in result.errors] == ["a.yaml: cannot read: Input/output error"]
+    assert [a.key for a in result.apps] == ["shop/b"]
 
 
 # --- expanded size -----------------------------------------------------------------------
