@@ -16,6 +16,7 @@ counted, so that a hostile file cannot flood the output, the logs or memory.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,18 +107,18 @@ def load(
         default_namespace, allowed_namespaces, denied_namespaces, watched=watch_namespace
     )
     apps: list[DesiredApp] = []
-    errors: list[ManifestError] = []
+    # bounded as they are found: a tree of a hundred thousand broken files costs no more
+    errors = _Capped(limits.max_errors)
     files = 0
     for rel, file in manifest_files(real_root, start, errors):
         files += 1
-        found = _Errors(rel, limits.max_errors_per_file)
+        found = _Capped(limits.max_errors_per_file)
         _load_file(rel, file, checker, limits, apps, found)
-        errors.extend(found.shown())
+        errors.extend(found.shown(rel, "in this file"))
     unique, duplicates = _split_duplicates(apps)
     errors.extend(duplicates)
-    count = sum(e.hidden if isinstance(e, _More) else 1 for e in errors)
     return LoadResult(
-        apps=unique, errors=_cut(errors, limits.max_errors), files=files, error_count=count
+        apps=unique, errors=tuple(errors.shown("")), files=files, error_count=errors.total
     )
 
 
@@ -129,32 +130,35 @@ class _More(ManifestError):
         super().__init__(file, f"… and {hidden} more errors" + (f" {where}" if where else ""))
 
 
-class _Errors:
-    """The errors of one file: the first ``cap`` are kept, the rest only counted."""
+class _Capped(list[ManifestError]):
+    """Errors: the first ``cap`` are kept, the rest only counted (a :class:`_More` entry
+    counts as the errors it stands for)."""
 
-    def __init__(self, file: str, cap: int) -> None:
-        self.file = file
+    def __init__(self, cap: int) -> None:
+        super().__init__()
         self.cap = cap
-        self.items: list[ManifestError] = []
-        self.count = 0
+        self.total = 0
+        self.hidden = 0
 
-    def add(self, error: ManifestError) -> None:
-        self.count += 1
-        if len(self.items) < self.cap:
-            self.items.append(error)
+    def append(self, error: ManifestError) -> None:
+        n = error.hidden if isinstance(error, _More) else 1
+        self.total += n
+        if len(self) < self.cap:
+            super().append(error)
+        else:
+            self.hidden += n
 
-    def shown(self) -> list[ManifestError]:
-        hidden = self.count - len(self.items)
-        if hidden <= 0:
-            return self.items
-        return [*self.items, _More(self.file, hidden, "in this file")]
+    def extend(self, errors: Iterable[ManifestError]) -> None:
+        for error in errors:
+            self.append(error)
 
+    def drop(self, n: int) -> None:
+        """``n`` more errors, found and not kept."""
+        self.total += n
+        self.hidden += n
 
-def _cut(errors: list[ManifestError], cap: int) -> tuple[ManifestError, ...]:
-    if len(errors) <= cap:
-        return tuple(errors)
-    hidden = sum(e.hidden if isinstance(e, _More) else 1 for e in errors[cap:])
-    return (*errors[:cap], _More("", hidden))
+    def shown(self, file: str, where: str = "") -> list[ManifestError]:
+        return [*self, _More(file, self.hidden, where)] if self.hidden else list(self)
 
 
 def _split_duplicates(
@@ -190,12 +194,12 @@ def _load_file(
     checker: Checker,
     limits: Limits,
     apps: list[DesiredApp],
-    errors: _Errors,
+    errors: _Capped,
 ) -> None:
     try:
         text = read_text(rel, file, limits.max_file_bytes)
     except ManifestError as e:
-        errors.add(e)
+        errors.append(e)
         return
     loader = Loader(text)
     composer = Composer(
@@ -210,7 +214,7 @@ def _load_file(
             if composer.index >= limits.max_documents:
                 msg = f"more than {limits.max_documents} documents in one file"
                 line, column = node.start_mark.line + 1, node.start_mark.column + 1
-                errors.add(
+                errors.append(
                     ManifestError(rel, msg, document=composer.index, line=line, column=column)
                 )
                 return
@@ -218,15 +222,15 @@ def _load_file(
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
-        errors.add(_at(rel, msg, mark, composer.document))
+        errors.append(_at(rel, msg, mark, composer.document))
     except TooComplex as e:
-        errors.add(
+        errors.append(
             ManifestError(rel, str(e), document=composer.document, line=e.line, column=e.column)
         )
     except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
         line, column = position(text, getattr(e, "position", 0))
         msg = f"invalid YAML: {one_line(getattr(e, 'reason', '') or str(e))}"
-        errors.add(ManifestError(rel, msg, line=line, column=column))
+        errors.append(ManifestError(rel, msg, line=line, column=column))
     finally:
         loader.dispose()
 
@@ -253,7 +257,7 @@ def _check_document(
     loader: yaml.SafeLoader,
     checker: Checker,
     apps: list[DesiredApp],
-    errors: _Errors,
+    errors: _Capped,
 ) -> None:
     index, line, column = composer.index, node.start_mark.line + 1, node.start_mark.column + 1
     if node.tag == "tag:yaml.org,2002:null":
@@ -263,17 +267,17 @@ def _check_document(
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
         mark = getattr(e, "problem_mark", None) or node.start_mark
         problem = one_line(getattr(e, "problem", None) or str(e))
-        errors.add(_at(rel, f"invalid YAML: {problem}", mark, index))
+        errors.append(_at(rel, f"invalid YAML: {problem}", mark, index))
         return
     problems = Problems(limit=errors.cap)
     obj = checker.check(value, problems)
     for key, key_line, key_column in composer.duplicate_keys:
         msg = f"duplicate key {quote(key)}"
-        errors.add(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
+        errors.append(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
     for path, message in problems:
         field = field_name(path) or None
         at, col = line_of(node, path)
-        errors.add(ManifestError(rel, message, document=index, line=at, column=col, field=field))
-    errors.count += problems.dropped
+        errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
+    errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
         apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))

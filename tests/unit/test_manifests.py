@@ -726,6 +726,16 @@ def test_errors_per_load_are_capped_and_counted(tmp_path: Path) -> None:
     assert not result.ok
 
 
+def test_errors_of_the_walk_count_against_the_same_cap(tmp_path: Path) -> None:
+    write(tmp_path, {"ok.yaml": app()})
+    for i in range(300):
+        (tmp_path / f"loop{i:03}.yaml").symlink_to(f"loop{i:03}.yaml")
+    result = load(tmp_path)
+    assert result.error_count == 300 and len(result.errors) == 201
+    assert str(result.errors[-1]) == "… and 100 more errors"
+    assert [a.key for a in result.apps] == ["shop/web"]
+
+
 # --- every error has a line and a column -------------------------------------------------
 
 
