@@ -384,6 +384,7 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @policy_options
 @field_manager_option
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@watch_namespace_option
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something

@@ -101,3 +101,28 @@ def test_diff_exits_2_on_hostile_manifests_and_still_plans_the_good_ones(
     # the good MyApp and its Deployment: the broken files stop nothing else
     assert proc.stdout.splitlines()[-1].startswith("local: 2 created, 0 configured")
     assert f"{namespace}/good" in proc.stdout
+
+
+def test_diff_with_the_daemons_watch_namespace_previews_the_refusal(
+    kubeconfig: str, crd: str, namespace: str, other_namespace: str, tmp_path: Path
+) -> None:
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "seen.yaml").write_text(app_yaml(namespace, "seen"))
+    (apps / "unseen.yaml").write_text(app_yaml(other_namespace, "unseen"))
+    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    allowed = f"{namespace},{other_namespace}"
+    args = ["--repo", str(tmp_path), "--path", "apps", "--allowed-namespaces", allowed]
+    proc = subprocess.run(
+        [GITSYNC, "diff", *args, "--watch-namespace", namespace, "--no-color"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"error: apps/unseen.yaml:5:3 (document 0): metadata.namespace: '{other_namespace}'"
+        f" is outside the namespace gitsync watches (--watch-namespace {namespace})"
+    ]
+    assert f"{namespace}/seen" in proc.stdout and other_namespace not in proc.stdout
