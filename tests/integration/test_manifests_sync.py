@@ -68,6 +68,37 @@ def test_myapps_outside_the_watched_namespace_are_refused_not_created(
     assert state["result"] == "Failed" and "apps/unseen.yaml" in state["lastError"]
 
 
+def test_a_pass_with_hostile_files_applies_the_good_ones(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    flood = app_yaml(namespace, "flood") + "  env: [" + "0," * 4999 + "0]\n"
+    upstream.commit(
+        {
+            "apps/good.yaml": app_yaml(namespace, "good"),
+            "apps/port.yaml": app_yaml(namespace, "port") + "  port: 1:20\n",
+            "apps/hex.yaml": app_yaml(namespace, "hex", replicas="x").replace(
+                "replicas: 'x'", "replicas: 0x" + "f" * 5000
+            ),
+            "apps/flood.yaml": flood,
+        }
+    )
+    source = open_source(upstream.file_url, "main", cache_dir, timeout=10, allow_insecure=True)
+    opts = SyncOptions(
+        repo=upstream.file_url, path="apps", allowed_namespaces=frozenset({namespace})
+    )
+    result = Syncer(controller, source, opts, StateWriter(kube, namespace)).run()
+    assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["good"]
+    assert [e.split(":", 1)[0] for e in result.errors] == [
+        *["apps/flood.yaml"] * 21,
+        "apps/hex.yaml",
+        "apps/port.yaml",
+    ]
+    assert result.errors[20] == "apps/flood.yaml: … and 4980 more errors in this file"
+    assert "found string '1:20'" in result.errors[-1]  # not port 80
+    assert get(kube, "MyApp", namespace, "good") is not None
+    assert all(get(kube, "MyApp", namespace, n) is None for n in ("port", "hex", "flood"))
+
+
 def test_diff_exits_2_on_hostile_manifests_and_still_plans_the_good_ones(
     kubeconfig: str, crd: str, namespace: str, tmp_path: Path
 ) -> None:
