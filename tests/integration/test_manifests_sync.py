@@ -15,7 +15,7 @@ from gitsync.controller import Controller
 from gitsync.kube import Kube, resource_path
 from gitsync.source import open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions
+from gitsync.sync import Syncer, SyncOptions, identity_of
 from tests.gitserver import Upstream
 from tests.support import app_yaml, get
 
@@ -54,7 +54,8 @@ def test_myapps_outside_the_watched_namespace_are_refused_not_created(
         allowed_namespaces=frozenset({namespace, other_namespace}),
         watch_namespace=namespace,
     )
-    syncer = Syncer(controller, source, opts, StateWriter(kube, namespace))
+    state = StateWriter(kube, namespace, identity_of(opts).name)
+    syncer = Syncer(controller, source, opts, state)
     for _ in range(2):
         result = syncer.run()
         assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["seen"]
@@ -64,8 +65,8 @@ def test_myapps_outside_the_watched_namespace_are_refused_not_created(
         assert result.prune_skipped is None  # nothing of ours would go
     assert get(kube, "MyApp", namespace, "seen") is not None
     assert get(kube, "MyApp", other_namespace, "unseen") is None
-    state = StateWriter(kube, namespace).read()
-    assert state["result"] == "Failed" and "apps/unseen.yaml" in state["lastError"]
+    recorded = state.read()
+    assert recorded["result"] == "Failed" and "apps/unseen.yaml" in recorded["lastError"]
 
 
 def test_a_pass_with_hostile_files_applies_the_good_ones(
@@ -86,7 +87,8 @@ def test_a_pass_with_hostile_files_applies_the_good_ones(
     opts = SyncOptions(
         repo=upstream.file_url, path="apps", allowed_namespaces=frozenset({namespace})
     )
-    result = Syncer(controller, source, opts, StateWriter(kube, namespace)).run()
+    state = StateWriter(kube, namespace, identity_of(opts).name)
+    result = Syncer(controller, source, opts, state).run()
     assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["good"]
     assert [e.split(":", 1)[0] for e in result.errors] == [
         *["apps/flood.yaml"] * 21,
