@@ -47,7 +47,7 @@ from gitsync.cli_options import (
     sync_options,
 )
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import ConfigError
+from gitsync.errors import ConfigError, one_line
 from gitsync.kube import Kube, resource_path
 from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
@@ -128,6 +128,16 @@ def _identity(kw: dict[str, Any]) -> instancelib.Instance:
     )
 
 
+def watch_namespace_option(f: Any) -> Any:
+    return opt(
+        "--watch-namespace",
+        env="WATCH_NAMESPACE",
+        default=None,
+        help="The only namespace the operator watches (default: all); MyApps that Git "
+        "puts elsewhere are refused.",
+    )(f)
+
+
 def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
     rev = _source(kw).fetch()
     loaded = manifests.load(
@@ -136,6 +146,7 @@ def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
         default_namespace=kw["namespace"],
         allowed_namespaces=_allowed(kw),
         denied_namespaces=_denied(kw),
+        watch_namespace=kw.get("watch_namespace"),
     )
     return str(rev), loaded
 
@@ -145,15 +156,16 @@ def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
 
 @main.command()
 @source_options(required=True)
+@watch_namespace_option
 @expected_errors(1)
 def validate(**kw: Any) -> None:
-    """Check the manifests offline. Exit 0 when valid, 1 with every error listed."""
+    """Check the manifests offline. Exit 0 when valid, 1 with the errors listed."""
     revision, loaded = _load(kw)
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
     click.echo(
         f"{len(loaded.apps)} MyApps in {loaded.files} files at {revision}: "
-        f"{'valid' if loaded.ok else f'{len(loaded.errors)} errors'}"
+        f"{'valid' if loaded.ok else f'{loaded.error_count} errors'}"
     )
     sys.exit(0 if loaded.ok else 1)
 
@@ -182,6 +194,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
         default_namespace=kw["namespace"],
         allowed_namespaces=_allowed(kw),
         denied_namespaces=_denied(kw),
+        watch_namespace=kw.get("watch_namespace"),
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
@@ -315,7 +328,7 @@ def sync(output: str, **kw: Any) -> None:
     show_default=True,
     help="Reconcile workers of the operator.",
 )
-@opt("--watch-namespace", env="WATCH_NAMESPACE", default=None, help="Default: all namespaces.")
+@watch_namespace_option
 @expected_errors(1)
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
@@ -371,6 +384,7 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @policy_options
 @field_manager_option
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@watch_namespace_option
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
@@ -487,7 +501,7 @@ def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) 
             click.echo(
                 f"\nsync of {name}: revision {state.get('revision') or '-'}, "
                 f"result {state.get('result') or '-'}, "
-                f"last error: {state.get('lastError') or 'none'}"
+                f"last error: {one_line(state.get('lastError') or 'none', 2000)}"
             )
     else:
         # "sync": the one instance's state, as before instances had names

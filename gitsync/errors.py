@@ -7,7 +7,41 @@ boundary and never leak. Every error names what it is about (an object such as
 
 from __future__ import annotations
 
+import re
+
 MAX_BODY = 512  # API error bodies are truncated so that nothing large or secret is logged
+#: untrusted strings longer than this are cut in messages: one line stays one readable line
+MAX_QUOTED = 200
+
+
+def quote(value: object, limit: int = MAX_QUOTED) -> str:
+    """An untrusted string (a file name, a YAML key or value, a name from Git, a ref, a
+    header) as it may appear in a message or log line: repr-style, so that a newline,
+    a control or invisible character, or a quote cannot forge or hide output lines; cut
+    after ``limit`` characters, saying how long it was.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A message that quotes what it got from elsewhere (a parser's problem, an API
+    server's answer) as one line: control and invisible characters escaped, cut."""
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+
+
+# what a path or field name may hold and still be printed bare: no space, colon, quote,
+# bracket or control character, so it can neither end the location nor start a new line
+_PLAIN = re.compile(r"[A-Za-z0-9._/@+=,~-]{1,200}")
+
+
+def plain_or_quote(value: str) -> str:
+    """``value`` bare when it is a plain name (``apps/web.yaml``, ``spec.env``), else
+    :func:`quote` d: locations read as usual, and a hostile one still cannot forge lines."""
+    return value if _PLAIN.fullmatch(value) else quote(value)
 
 
 class GitsyncError(Exception):
@@ -37,23 +71,28 @@ class ManifestError(GitsyncError):
         *,
         document: int | None = None,
         line: int | None = None,
+        column: int | None = None,
         field: str | None = None,
     ) -> None:
         self.file = file
         self.document = document
         self.line = line
+        self.column = column
         self.field = field
         self.message = message
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = self.file
+        # the file name comes from Git: quoted when it is not a plain path
+        where = plain_or_quote(self.file) if self.file else ""
         if self.line is not None:
             where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
         if self.document is not None:
             where += f" (document {self.document})"
         what = f"{self.field}: {self.message}" if self.field else self.message
-        return f"{where}: {what}"
+        return f"{where}: {what}" if where else what
 
 
 class APIError(GitsyncError):
@@ -63,7 +102,8 @@ class APIError(GitsyncError):
         self.subject = subject
         self.status = status
         self.reason = reason
-        self.message = message[:MAX_BODY]
+        # the body is the server's, and may echo what a request carried: one line, cut
+        self.message = one_line(message, MAX_BODY)
         super().__init__(f"{subject}: {self.message}")
 
 

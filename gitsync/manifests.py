@@ -7,26 +7,26 @@ stops the others from loading (the caller skips prune when anything failed).
 This is the public face of loading (:func:`load`, :class:`Limits`, :class:`DesiredApp`,
 :class:`LoadResult`): it finds the files without leaving the repository, reads each one
 within its limits, and ties the two lower layers together, so that a problem found on a
-field path comes back as a file and line. Composing YAML at a bounded cost is
-:mod:`gitsync._yaml`; what a valid MyApp is, is :mod:`gitsync.schema`.
+field path comes back as a file, line and column. Finding and reading the files safely is
+:mod:`gitsync._files`; composing YAML at a bounded cost is :mod:`gitsync._yaml`; what a
+valid MyApp is, is :mod:`gitsync.schema`. Errors are capped per file and per load, the rest
+counted, so that a hostile file cannot flood the output, the logs or memory.
 """
 
 from __future__ import annotations
 
 import os
-import stat
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from gitsync._files import manifest_files, position, read_text, within
 from gitsync._yaml import Composer, Loader, TooComplex, line_of
 from gitsync.api import Obj
-from gitsync.errors import ConfigError, ManifestError
+from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.schema import Checker, Problems, field_name, is_dns_label
-
-_EXTENSIONS = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,15 @@ class Limits:
     max_depth: int = 32
     max_aliases: int = 100
     max_documents: int = 1000
+    #: a document, aliases expanded, may be no larger than a file may be
+    max_document_bytes: int = 1 << 20
+    #: one value (a scalar, a list, a mapping), aliases expanded; Kubernetes caps all of
+    #: an object's annotations together at this size
+    max_value_bytes: int = 256 << 10
+    #: errors reported per file and per load; the rest are counted ("… and N more"), so
+    #: a hostile file cannot flood the output, the logs or memory
+    max_errors_per_file: int = 20
+    max_errors: int = 200
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class DesiredApp:
     file: str
     document: int
     line: int
+    column: int = 1
 
     @property
     def key(self) -> str:
@@ -57,8 +67,12 @@ class DesiredApp:
 @dataclass(frozen=True)
 class LoadResult:
     apps: tuple[DesiredApp, ...]
+    #: the errors to show, at most ``Limits.max_errors_per_file`` per file and
+    #: ``Limits.max_errors`` in all, each cut list ending with an "… and N more" entry
     errors: tuple[ManifestError, ...]
     files: int
+    #: every error found, shown or not
+    error_count: int = 0
 
     @property
     def ok(self) -> bool:
@@ -72,26 +86,79 @@ def load(
     default_namespace: str = "default",
     allowed_namespaces: frozenset[str] | None = None,
     denied_namespaces: tuple[str, ...] = (),
+    watch_namespace: str | None = None,
     limits: Limits = Limits(),
 ) -> LoadResult:
-    """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order."""
+    """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
+
+    ``watch_namespace``: the daemon's operator sees that namespace only, so a MyApp that
+    Git puts elsewhere could never be observed (it would be "created" every pass, its
+    drift never seen): it is refused here, like a namespace that is not allowed.
+    """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
-    if not _within(real_root, start):
+    if not within(real_root, start):
         raise ConfigError(f"path {path!r} is outside the repository")
     if not start.exists():
         raise ConfigError(f"path {path!r} does not exist in the repository")
     if not is_dns_label(default_namespace):
         raise ConfigError(f"default namespace {default_namespace!r} is not a DNS-1123 label")
-    checker = Checker(default_namespace, allowed_namespaces, denied_namespaces)
+    checker = Checker(
+        default_namespace, allowed_namespaces, denied_namespaces, watched=watch_namespace
+    )
     apps: list[DesiredApp] = []
-    errors: list[ManifestError] = []
+    # bounded as they are found: a tree of a hundred thousand broken files costs no more
+    errors = _Capped(limits.max_errors)
     files = 0
-    for rel, file in _manifest_files(real_root, start, errors):
+    for rel, file in manifest_files(real_root, start, errors):
         files += 1
-        _load_file(rel, file, checker, limits, apps, errors)
+        found = _Capped(limits.max_errors_per_file)
+        _load_file(rel, file, checker, limits, apps, found)
+        errors.extend(found.shown(rel, "in this file"))
     unique, duplicates = _split_duplicates(apps)
-    return LoadResult(apps=unique, errors=(*errors, *duplicates), files=files)
+    errors.extend(duplicates)
+    return LoadResult(
+        apps=unique, errors=tuple(errors.shown("")), files=files, error_count=errors.total
+    )
+
+
+class _More(ManifestError):
+    """The "… and N more" entry that stands for ``hidden`` errors not shown."""
+
+    def __init__(self, file: str, hidden: int, where: str = "") -> None:
+        self.hidden = hidden
+        super().__init__(file, f"… and {hidden} more errors" + (f" {where}" if where else ""))
+
+
+class _Capped(list[ManifestError]):
+    """Errors: the first ``cap`` are kept, the rest only counted (a :class:`_More` entry
+    counts as the errors it stands for)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.total = 0
+        self.hidden = 0
+
+    def append(self, error: ManifestError) -> None:
+        n = error.hidden if isinstance(error, _More) else 1
+        self.total += n
+        if len(self) < self.cap:
+            super().append(error)
+        else:
+            self.hidden += n
+
+    def extend(self, errors: Iterable[ManifestError]) -> None:
+        for error in errors:
+            self.append(error)
+
+    def drop(self, n: int) -> None:
+        """``n`` more errors, found and not kept."""
+        self.total += n
+        self.hidden += n
+
+    def shown(self, file: str, where: str = "") -> list[ManifestError]:
+        return [*self, _More(file, self.hidden, where)] if self.hidden else list(self)
 
 
 def _split_duplicates(
@@ -105,67 +172,17 @@ def _split_duplicates(
     errors = [
         ManifestError(
             other.file,
-            f"MyApp {key} is also defined at {same[0].file}:{same[0].line}"
+            f"MyApp {key} is also defined at {plain_or_quote(same[0].file)}:{same[0].line}"
             f" (document {same[0].document})",
             document=other.document,
             line=other.line,
+            column=other.column,
             field="metadata.name",
         )
         for key, same in by_key.items()
         for other in same[1:]
     ]
     return tuple(app for app in apps if len(by_key[app.key]) == 1), errors
-
-
-# --- finding the files -------------------------------------------------------------------
-
-
-def _within(root: Path, target: Path) -> bool:
-    return target == root or root in target.parents
-
-
-def _manifest_files(
-    root: Path, start: Path, errors: list[ManifestError]
-) -> Iterator[tuple[str, Path]]:
-    """(path relative to the root, posix; path to open), sorted, hidden entries skipped."""
-    if start.is_file():
-        yield start.relative_to(root).as_posix(), start
-    else:
-        yield from _walk(root, start, set(), errors)
-
-
-def _walk(
-    root: Path, directory: Path, seen: set[str], errors: list[ManifestError]
-) -> Iterator[tuple[str, Path]]:
-    real_dir = os.path.realpath(directory)
-    if real_dir in seen:  # a symlinked directory inside the repository may point back up
-        return
-    seen.add(real_dir)
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as e:
-        errors.append(ManifestError(directory.relative_to(root).as_posix(), e.strerror or "?"))
-        return
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue  # .git, .github, .gitlab-ci.yml, editor files: never MyApps
-        here = Path(entry.path)
-        rel = here.relative_to(root).as_posix()
-        is_manifest = entry.name.endswith(_EXTENSIONS)
-        if entry.is_symlink():
-            real = Path(os.path.realpath(here))
-            if not _within(root, real):
-                # a checkout must never make us read the host's files (a link to /etc/passwd)
-                if is_manifest or real.is_dir():
-                    errors.append(ManifestError(rel, "symlink resolves outside the repository"))
-                continue
-        if entry.is_dir():
-            yield from _walk(root, here, seen, errors)
-        elif is_manifest:
-            real_file = os.path.realpath(here)
-            if real_file not in seen:  # linked twice is still one file
-                seen.add(real_file)
-                yield rel, here
 
 
 # --- reading and composing one file ------------------------------------------------------
@@ -177,52 +194,57 @@ def _load_file(
     checker: Checker,
     limits: Limits,
     apps: list[DesiredApp],
-    errors: list[ManifestError],
+    errors: _Capped,
 ) -> None:
     try:
-        text = _read_text(rel, file, limits.max_file_bytes)
+        text = read_text(rel, file, limits.max_file_bytes)
     except ManifestError as e:
         errors.append(e)
         return
     loader = Loader(text)
-    composer = Composer(loader, max_depth=limits.max_depth, max_aliases=limits.max_aliases)
+    composer = Composer(
+        loader,
+        max_depth=limits.max_depth,
+        max_aliases=limits.max_aliases,
+        max_document_bytes=limits.max_document_bytes,
+        max_value_bytes=limits.max_value_bytes,
+    )
     try:
         for node in composer.documents():
             if composer.index >= limits.max_documents:
                 msg = f"more than {limits.max_documents} documents in one file"
-                errors.append(ManifestError(rel, msg, document=composer.index))
+                line, column = node.start_mark.line + 1, node.start_mark.column + 1
+                errors.append(
+                    ManifestError(rel, msg, document=composer.index, line=line, column=column)
+                )
                 return
             _check_document(rel, composer, node, loader, checker, apps, errors)
     except yaml.MarkedYAMLError as e:
-        line = e.problem_mark.line + 1 if e.problem_mark else None
-        msg = f"invalid YAML: {e.problem or e.context}"
-        errors.append(ManifestError(rel, msg, document=composer.index, line=line))
-    except (yaml.YAMLError, TooComplex) as e:
-        line = e.line if isinstance(e, TooComplex) else None
-        errors.append(ManifestError(rel, str(e), document=composer.index, line=line))
+        mark = e.problem_mark or e.context_mark
+        msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
+        errors.append(_at(rel, msg, mark, composer.document))
+    except TooComplex as e:
+        errors.append(
+            ManifestError(rel, str(e), document=composer.document, line=e.line, column=e.column)
+        )
+    except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
+        line, column = position(text, getattr(e, "position", 0))
+        msg = f"invalid YAML: {one_line(getattr(e, 'reason', '') or str(e))}"
+        errors.append(ManifestError(rel, msg, line=line, column=column))
     finally:
         loader.dispose()
 
 
-def _read_text(rel: str, file: Path, max_bytes: int) -> str:
-    try:
-        # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise ManifestError(rel, f"cannot open: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ManifestError(rel, "not a regular file")
-        if st.st_size > max_bytes:  # refused before reading any of it
-            raise ManifestError(rel, f"file is {st.st_size} bytes, more than {max_bytes}")
-        data = f.read(max_bytes + 1)  # it may have grown since fstat
-    if len(data) > max_bytes:
-        raise ManifestError(rel, f"file is more than {max_bytes} bytes")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ManifestError(rel, f"not valid UTF-8 (byte {e.start})") from None
+def _at(rel: str, message: str, mark: object, document: int | None) -> ManifestError:
+    line = getattr(mark, "line", None)
+    column = getattr(mark, "column", None)
+    return ManifestError(
+        rel,
+        message,
+        document=document if document is not None and document >= 0 else None,
+        line=line + 1 if line is not None else None,
+        column=column + 1 if column is not None else None,
+    )
 
 
 # --- one document ------------------------------------------------------------------------
@@ -235,26 +257,27 @@ def _check_document(
     loader: yaml.SafeLoader,
     checker: Checker,
     apps: list[DesiredApp],
-    errors: list[ManifestError],
+    errors: _Capped,
 ) -> None:
-    index, line = composer.index, node.start_mark.line + 1
+    index, line, column = composer.index, node.start_mark.line + 1, node.start_mark.column + 1
     if node.tag == "tag:yaml.org,2002:null":
         return  # an empty document (a stray "---", or only comments) is no error
     try:
         value = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
-        mark = getattr(e, "problem_mark", None)
-        where = mark.line + 1 if mark is not None else line
-        problem = getattr(e, "problem", None) or str(e)
-        errors.append(ManifestError(rel, f"invalid YAML: {problem}", document=index, line=where))
+        mark = getattr(e, "problem_mark", None) or node.start_mark
+        problem = one_line(getattr(e, "problem", None) or str(e))
+        errors.append(_at(rel, f"invalid YAML: {problem}", mark, index))
         return
-    problems: Problems = []
+    problems = Problems(limit=errors.cap)
     obj = checker.check(value, problems)
-    for key, key_line in composer.duplicate_keys:
-        errors.append(ManifestError(rel, f"duplicate key {key!r}", document=index, line=key_line))
+    for key, key_line, key_column in composer.duplicate_keys:
+        msg = f"duplicate key {quote(key)}"
+        errors.append(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
     for path, message in problems:
         field = field_name(path) or None
-        at = line_of(node, path)
-        errors.append(ManifestError(rel, message, document=index, line=at, field=field))
+        at, col = line_of(node, path)
+        errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
+    errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
-        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line))
+        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))

@@ -27,6 +27,7 @@ from gitsync.api import (
     SOURCE_PATH_ANNOTATION,
     Obj,
 )
+from gitsync.errors import plain_or_quote, quote
 from gitsync.quantity import canonical_quantity
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -41,20 +42,56 @@ _SPEC_FIELDS = ("image", "replicas", "port", "env", "resources", "driftPolicy", 
 _INT32_MAX = 2**31 - 1
 _RESERVED = {"labels": (SOURCE_LABEL, MANAGED_BY_LABEL), "annotations": (SOURCE_PATH_ANNOTATION,)}
 
+# no integer field takes more digits than this; longer is refused before any conversion
+_MAX_INT_DIGITS = 20
+# nor does any quantity the API server accepts hold more characters than this
+_MAX_QUANTITY = 100
+
 FieldPath = tuple[str | int, ...]
-Problems = list[tuple[FieldPath, str]]
+
+
+class Problems(list[tuple[FieldPath, str]]):
+    """(field path, message) pairs, at most ``limit`` kept and the rest only counted: a
+    list of half a million wrong items must not cost half a million messages."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        super().__init__()
+        self.limit = limit
+        self.dropped = 0
+
+    def append(self, problem: tuple[FieldPath, str]) -> None:
+        if len(self) < self.limit:
+            super().append(problem)
+        else:
+            self.dropped += 1
 
 
 def field_name(path: FieldPath) -> str:
-    """``("spec", "env", 0, "name")`` as a user would write it: ``spec.env[0].name``."""
+    """``("spec", "env", 0, "name")`` as a user would write it: ``spec.env[0].name``.
+
+    A key that is not a plain name is quoted, ``metadata.labels['a b']``: keys come from
+    the file, and one holding a newline must not start a line of its own.
+    """
     name = ""
     for seg in path:
-        name += f"[{seg}]" if isinstance(seg, int) else f".{seg}" if name else seg
+        if isinstance(seg, int):
+            name += f"[{seg}]"
+        elif plain_or_quote(seg) != seg:
+            name += f"[{quote(seg)}]"
+        else:
+            name += f".{seg}" if name else seg
     return name
 
 
 def is_dns_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.fullmatch(value))
+
+
+def _name(value: object, missing: str) -> str:
+    """An apiVersion or kind from the file, bare when plain, quoted otherwise."""
+    if not value:
+        return missing
+    return plain_or_quote(value) if isinstance(value, str) else _kind(value)
 
 
 def _kind(value: object) -> str:
@@ -66,7 +103,7 @@ def _kind(value: object) -> str:
     if isinstance(value, int | float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {value!r}"
+        return f"string {quote(value)}"
     if isinstance(value, list | dict):
         return "a list" if isinstance(value, list) else "a mapping"
     return f"a {type(value).__name__}"  # a date or timestamp, which YAML also knows
@@ -91,10 +128,13 @@ class Checker:
         default_namespace: str,
         allowed: frozenset[str] | None,
         denied: tuple[str, ...] = (),
+        *,
+        watched: str | None = None,
     ) -> None:
         self._default_namespace = default_namespace
         self._allowed = allowed
         self._denied = denied
+        self._watched = watched
 
     def check(self, doc: object, out: Problems) -> Obj | None:
         if not isinstance(doc, dict):
@@ -103,7 +143,7 @@ class Checker:
         api, kind = doc.get("apiVersion"), doc.get("kind")
         if api != API_VERSION or kind != KIND:
             field = "apiVersion" if api != API_VERSION else "kind"
-            found = f"{api or '(no apiVersion)'} {kind or '(no kind)'}"
+            found = f"{_name(api, '(no apiVersion)')} {_name(kind, '(no kind)')}"
             msg = f"only {API_VERSION} {KIND} is accepted, found {found}"
             out.append(((field,), msg))
             return None
@@ -143,6 +183,13 @@ class Checker:
             msg = (
                 f"{namespace!r} is denied (matches {pattern!r} of --denied-namespaces);"
                 " name it in --allowed-namespaces to allow it"
+            )
+            out.append((("metadata", "namespace"), msg))
+        elif self._watched is not None and namespace != self._watched:
+            # the operator would never see it: "created" again every pass, drift unseen
+            msg = (
+                f"{namespace!r} is outside the namespace gitsync watches"
+                f" (--watch-namespace {self._watched})"
             )
             out.append((("metadata", "namespace"), msg))
         result: Obj = {"name": name, "namespace": namespace}
@@ -202,8 +249,14 @@ def _spec(spec: object, out: Problems) -> Obj | None:
 
 
 def _integer(value: object, low: int, high: int, path: FieldPath, out: Problems) -> object:
-    # the CRD says integer; "3" is what a quoted YAML scalar gives, and means 3
-    if isinstance(value, str) and value.isascii() and value.isdigit():
+    # the CRD says integer; "3" is what a quoted YAML scalar gives, and means 3 (a longer
+    # run of digits is out of range anyway, and int() of 5000 digits raises)
+    if (
+        isinstance(value, str)
+        and value.isascii()
+        and value.isdigit()
+        and len(value.lstrip("0")) <= _MAX_INT_DIGITS
+    ):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         out.append((path, f"must be an integer from {low} to {high}, found {_kind(value)}"))
@@ -227,7 +280,9 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
         if not isinstance(name, str) or not name:
             out.append(((*here, "name"), f"must be a non-empty string, found {_kind(name)}"))
         elif name in seen:
-            out.append(((*here, "name"), f"duplicate env name {name!r} (also env[{seen[name]}])"))
+            out.append(
+                ((*here, "name"), f"duplicate env name {quote(name)} (also env[{seen[name]}])")
+            )
         seen.setdefault(name, i)
         env_value = item.get("value", "")
         if not isinstance(env_value, str):
@@ -249,11 +304,18 @@ def _resources(value: object, path: FieldPath, out: Problems) -> None:
             for name, amount in amounts.items():
                 if not isinstance(name, str) or not name:
                     out.append(((*here, str(name)), "a resource name must be a string"))
+                if isinstance(amount, float) and amount.is_integer() and abs(amount) < 2**53:
+                    # 1e3 reads as a float, as kubectl reads it, and goes on the wire as
+                    # the JSON number 1000, as kubectl sends it
+                    amount = amounts[name] = int(amount)
                 _quantity(amount, (*here, str(name)), out)
 
 
 def _quantity(amount: object, path: FieldPath, out: Problems) -> None:
     if isinstance(amount, int) and not isinstance(amount, bool) and amount >= 0:
+        return
+    if isinstance(amount, str) and len(amount) > _MAX_QUANTITY:
+        out.append((path, f"must be a quantity of at most {_MAX_QUANTITY} characters"))
         return
     if isinstance(amount, str) and _QUANTITY.fullmatch(amount):
         try:

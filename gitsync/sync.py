@@ -69,6 +69,8 @@ class SyncOptions:
     allowed_namespaces: frozenset[str] | None = None
     #: namespace patterns MyApps may not use unless allowed by name
     denied_namespaces: tuple[str, ...] = ()
+    #: the operator's only namespace (None: all); Git MyApps elsewhere are refused
+    watch_namespace: str | None = None
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
@@ -217,6 +219,7 @@ class Syncer:
             default_namespace=self.options.default_namespace,
             allowed_namespaces=self.options.allowed_namespaces,
             denied_namespaces=self.options.denied_namespaces,
+            watch_namespace=self.options.watch_namespace,
         )
         self._loaded = (rev.sha, loaded)
         return loaded

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import textwrap
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gitsync import _yaml
 from gitsync.errors import ConfigError, ManifestError
 from gitsync.manifests import DesiredApp, Limits, LoadResult, load
 
@@ -219,7 +221,7 @@ def test_valid_quantities_and_integers(tmp_path: Path) -> None:
         ("{name: web, uid: abc}", "metadata.uid", "unknown field"),
         ("{name: web, labels: {version: 1.0}}", "metadata.labels.version", "quote it"),
         ("{name: web, labels: {a: 'has space'}}", "metadata.labels.a", "invalid label value"),
-        ("{name: web, labels: {'bad key!': x}}", "metadata.labels.bad key!", "invalid key"),
+        ("{name: web, labels: {'bad key!': x}}", "metadata.labels['bad key!']", "invalid key"),
         (
             "{name: web, labels: {gitsync.apps.example.com/source: x}}",
             "metadata.labels.gitsync.apps.example.com/source",
@@ -313,9 +315,9 @@ def test_duplicate_names_across_and_within_files(tmp_path: Path) -> None:
     assert sorted(a.key for a in result.apps) == ["blog/web", "shop/other"]
     messages = sorted(str(e) for e in result.errors)
     assert messages == [
-        "b.yaml:9 (document 1): metadata.name: MyApp shop/web is also defined at a.yaml:1"
+        "b.yaml:9:1 (document 1): metadata.name: MyApp shop/web is also defined at a.yaml:1"
         " (document 0)",
-        "c.yaml:9 (document 1): metadata.name: MyApp blog/twice is also defined at c.yaml:1"
+        "c.yaml:9:1 (document 1): metadata.name: MyApp blog/twice is also defined at c.yaml:1"
         " (document 0)",
     ]
 
@@ -479,3 +481,349 @@ def test_thousand_myapps_load_fast(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert result.ok and len(result.apps) == 1000
     assert elapsed < 1.0
+
+
+# --- scalars as kubectl reads them -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "tag", "value"),
+    [
+        ("1:20", "str", "1:20"),  # YAML 1.1 sexagesimal 80 in PyYAML, a string in kubectl
+        ("1:20.5", "str", "1:20.5"),
+        ("0x1F", "int", 31),
+        ("0X1f", "int", 31),
+        ("0b101", "int", 5),
+        ("-0b101", "int", -5),
+        ("0o17", "int", 15),  # YAML 1.2 octal: a string in PyYAML
+        ("017", "int", 15),
+        ("1_000", "int", 1000),
+        ("+12", "int", 12),
+        ("_1", "str", "_1"),  # go-yaml looks at the first character only
+        ("9223372036854775807", "int", 2**63 - 1),
+        ("-9223372036854775808", "int", -(2**63)),
+        ("18446744073709551615", "int", 2**64 - 1),  # unsigned: ParseUint
+        ("0x" + "f" * 16, "int", 2**64 - 1),
+        ("+18446744073709551615", "float", 1.8446744073709552e19),  # no sign for unsigned
+        ("18446744073709551616", "float", 1.8446744073709552e19),
+        ("0x1" + "0" * 16, "str", "0x1" + "0" * 16),
+        ("0" * 100_000 + "7", "int", 7),
+        ("1" * 5000, "str", "1" * 5000),  # +Inf as a float: out of range, so a string
+        ("0x" + "f" * 5000, "str", "0x" + "f" * 5000),
+        ("0b" + "1" * 5000, "str", "0b" + "1" * 5000),
+        ("08", "float", 8.0),
+        ("1e3", "float", 1000.0),
+        (".5", "float", 0.5),
+        ("1e400", "str", "1e400"),
+        ("y", "str", "y"),  # a boolean in go-yaml v2; see _BOOLS
+        ("Off", "bool", False),
+        ("~", "null", None),
+        ("2024-01-02", "str", "2024-01-02"),  # a timestamp reaches JSON as a string
+        ("<<", "merge", None),
+    ],
+)
+def test_plain_scalars_resolve_as_in_go_yaml_v2(text: str, tag: str, value: object) -> None:
+    assert _yaml.resolve(text, True) == f"tag:yaml.org,2002:{tag}"
+    assert _yaml.resolve(text, False) == _yaml.STR  # quoted: always a string
+    if tag == "int":
+        assert _yaml.go_int(text) == value
+    elif tag == "float":
+        assert _yaml.go_int(text) is None and _yaml.go_float(text) == value
+
+
+@pytest.mark.parametrize(
+    ("spec_line", "key", "value"),
+    [
+        ("port: 0x1F90", "port", 8080),
+        ("port: 0o17", "port", 15),
+        ("replicas: 0b11", "replicas", 3),
+        ("replicas: 1_0", "replicas", 10),
+        ("env: [{name: D, value: 2024-01-02}]", "env", [{"name": "D", "value": "2024-01-02"}]),
+        ("resources: {limits: {memory: 1e3}}", "resources", {"limits": {"memory": 1000}}),
+    ],
+)
+def test_numbers_load_as_kubectl_sends_them(
+    tmp_path: Path, spec_line: str, key: str, value: object
+) -> None:
+    write(tmp_path, {"a.yaml": app() + f"  {spec_line}\n"})
+    result = load(tmp_path)
+    assert result.ok, [str(e) for e in result.errors]
+    assert result.apps[0].obj["spec"][key] == value
+
+
+def test_sexagesimal_port_is_a_schema_error_not_80(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": app() + "  port: 1:20\n", "ok.yaml": app("ok")})
+    result = load(tmp_path)
+    err = only_error(result)
+    assert (err.file, err.line, err.column, err.field) == ("a.yaml", 8, 3, "spec.port")
+    assert "found string '1:20'" in err.message
+    assert [a.key for a in result.apps] == ["shop/ok"]
+
+
+HOSTILE = {
+    # a 100k-part sexagesimal: quadratic in PyYAML (seconds of CPU)
+    "sexagesimal": "  replicas: " + ":".join(["1"] * 100_000) + "\n",
+    "tagged-sexagesimal": "  replicas: !!int " + ":".join(["1"] * 100_000) + "\n",
+    "hex": "  replicas: 0x" + "f" * 5000 + "\n",
+    "binary": "  replicas: 0b" + "1" * 5000 + "\n",
+    "decimal": "  replicas: " + "9" * 5000 + "\n",
+    "tagged-decimal": "  replicas: !!int " + "9" * 5000 + "\n",
+    "quoted-decimal": '  replicas: "' + "9" * 5000 + '"\n',
+    "quoted-quantity": '  resources: {limits: {cpu: "' + "9" * 5000 + '"}}\n',
+    "float-quantity": "  resources: {limits: {cpu: " + "9" * 300 + ".5}}\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_scalars_are_one_clear_error(tmp_path: Path, case: str) -> None:
+    write(tmp_path, {"bad.yaml": app() + HOSTILE[case], "ok.yaml": app("ok")})
+    start = time.process_time()
+    result = load(tmp_path)
+    cpu = time.process_time() - start
+    assert cpu < 0.5, f"{cpu:.2f} s of CPU"
+    err = only_error(result)
+    assert (err.file, err.line, err.document) == ("bad.yaml", 8, 0)
+    assert err.column is not None
+    assert err.field is not None or "cannot read" in err.message, str(err)
+    assert len(str(err)) < 400 and "\n" not in str(err)
+    assert [a.key for a in result.apps] == ["shop/ok"]
+
+
+def test_a_300k_part_sexagesimal_costs_linear_time(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": app() + "  replicas: " + ":".join(["1"] * 300_000) + "\n"})
+    start = time.process_time()
+    result = load(tmp_path, limits=Limits(max_value_bytes=1 << 20))
+    cpu = time.process_time() - start
+    assert only_error(result).field == "spec.replicas"
+    assert cpu < 0.5, f"{cpu:.2f} s of CPU"
+
+
+def test_symlink_loops_fail_their_file_only(tmp_path: Path) -> None:
+    write(tmp_path, {"ok.yaml": app()})
+    (tmp_path / "self.yaml").symlink_to("self.yaml")
+    (tmp_path / "a.yml").symlink_to("b.yml")
+    (tmp_path / "b.yml").symlink_to("a.yml")
+    (tmp_path / "loop").symlink_to("loop")  # not a manifest name: holds none
+    result = load(tmp_path)
+    assert sorted(str(e) for e in result.errors) == [
+        "a.yml: cannot read: Too many levels of symbolic links",
+        "b.yml: cannot read: Too many levels of symbolic links",
+        "self.yaml: cannot read: Too many levels of symbolic links",
+    ]
+    assert [a.key for a in result.apps] == ["shop/web"]
+
+
+def test_a_read_error_fails_its_file_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, {"a.yaml": app("a"), "b.yaml": app("b")})
+    original = os.fstat
+    failures = [OSError(errno.EIO, os.strerror(errno.EIO))]
+
+    def fstat(fd: int) -> os.stat_result:
+        if failures:  # the first file read fails, as on a bad disk
+            raise failures.pop()
+        return original(fd)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    result = load(tmp_path)
+    assert [str(e) for e in result.errors] == ["a.yaml: cannot read: Input/output error"]
+    assert [a.key for a in result.apps] == ["shop/b"]
+
+
+# --- expanded size -----------------------------------------------------------------------
+
+
+def test_an_aliased_large_value_is_refused_while_composing(tmp_path: Path) -> None:
+    # 200 KiB, used 99 times: 20 MB once expanded, from a file of 200 KiB
+    big = "x" * (200 << 10)
+    aliases = ", ".join(["*big"] * 99)
+    text = app() + f"  env: [{{name: A, value: &big {big}}}]\nx: [{aliases}]\n"
+    write(tmp_path, {"bomb.yaml": text, "ok.yaml": app("ok")})
+    start = time.process_time()
+    result = load(tmp_path)
+    assert time.process_time() - start < 0.5
+    err = only_error(result)
+    # stopped at the second alias: the list is then 400 KiB
+    assert (err.file, err.line, err.column) == ("bomb.yaml", 9, 11)
+    assert err.message == f"a value is larger than {256 << 10} bytes once aliases are expanded"
+    assert [a.key for a in result.apps] == ["shop/ok"]
+
+
+def test_the_expanded_document_is_bounded(tmp_path: Path) -> None:
+    # values of 200 KiB each, under the value bound; together over the document bound
+    big = "x" * (200 << 10)
+    keys = "".join(f"k{i}: *big\n" for i in range(99))
+    text = app() + f"  env: [{{name: A, value: &big {big}}}]\n{keys}"
+    write(tmp_path, {"bomb.yaml": text, "ok.yaml": app("ok")})
+    start = time.process_time()
+    result = load(tmp_path)
+    assert time.process_time() - start < 0.5
+    err = only_error(result)
+    assert err.message == f"the document is larger than {1 << 20} bytes once aliases are expanded"
+    # 5 x 200 KiB fit in 1 MiB, the 6th does not: env, then k0 … k4
+    assert (err.file, err.line, err.column) == ("bomb.yaml", 9 + 4, 5)
+    assert [a.key for a in result.apps] == ["shop/ok"]
+    limits = Limits(max_document_bytes=30 << 20)
+    assert "document" not in only_error(load(tmp_path, limits=limits)).message
+
+
+def test_one_value_is_bounded_too(tmp_path: Path) -> None:
+    small = "y" * (100 << 10)
+    text = app() + f"  env: [{{name: A, value: &s {small}}}]\nx: [*s, *s, *s]\n"
+    write(tmp_path, {"a.yaml": text})
+    err = only_error(load(tmp_path))
+    assert err.message == f"a value is larger than {256 << 10} bytes once aliases are expanded"
+    assert (err.line, err.column) == (9, 13)
+    # the same bound, for a value written out in full
+    write(tmp_path, {"a.yaml": app().replace("nginx:1.27", "i" * (300 << 10))})
+    err = only_error(load(tmp_path))
+    assert err.message == f"a value is larger than {256 << 10} bytes"
+    assert (err.line, err.column) == (7, 10)
+    assert load(tmp_path, limits=Limits(max_value_bytes=400 << 10)).ok
+
+
+def test_value_bytes_are_utf8_bytes(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": app().replace("nginx:1.27", "e" * 600)})
+    assert load(tmp_path, limits=Limits(max_value_bytes=1000)).ok
+    write(tmp_path, {"a.yaml": app().replace("nginx:1.27", "é" * 600)})  # 1200 bytes
+    assert (
+        "larger than 1000"
+        in only_error(load(tmp_path, limits=Limits(max_value_bytes=1000))).message
+    )
+
+
+# --- how many errors ---------------------------------------------------------------------
+
+
+def test_a_1_mib_list_of_wrong_items_is_one_error(tmp_path: Path) -> None:
+    n = ((1 << 20) - 200) // 2
+    write(tmp_path, {"flood.yaml": app() + "  env: [" + "0," * (n - 1) + "0]\n"})
+    err = only_error(load(tmp_path))
+    assert err.message == f"a value is larger than {256 << 10} bytes"
+
+
+def test_errors_per_file_are_capped_and_counted(tmp_path: Path) -> None:
+    n = 30_000  # under the value bound: every item is a schema error
+    flood = app() + "  env: [" + "0," * (n - 1) + "0]\n"
+    write(tmp_path, {"flood.yaml": flood, "ok.yaml": app("ok")})
+    start = time.process_time()
+    result = load(tmp_path)
+    assert time.process_time() - start < 3
+    assert len(result.errors) == 21 and result.error_count == n
+    assert [e.field for e in result.errors[:20]] == [f"spec.env[{i}]" for i in range(20)]
+    assert str(result.errors[-1]) == f"flood.yaml: … and {n - 20} more errors in this file"
+    assert [a.key for a in result.apps] == ["shop/ok"]
+
+
+def test_errors_per_load_are_capped_and_counted(tmp_path: Path) -> None:
+    files = {f"f{i:02}.yaml": app(f"a{i}") + "  env: [0, 0, 0, 0, 0]\n" for i in range(50)}
+    write(tmp_path, files)
+    result = load(tmp_path, limits=Limits(max_errors_per_file=3, max_errors=30))
+    assert result.error_count == 250
+    assert len(result.errors) == 31
+    # each file: 3 shown, then "… and 2 more"; 30 lines cover 7.5 files
+    assert str(result.errors[3]) == "f00.yaml: … and 2 more errors in this file"
+    assert str(result.errors[-1]) == f"… and {250 - 7 * 5 - 2} more errors"
+    assert not result.ok
+
+
+def test_errors_of_the_walk_count_against_the_same_cap(tmp_path: Path) -> None:
+    write(tmp_path, {"ok.yaml": app()})
+    for i in range(300):
+        (tmp_path / f"loop{i:03}.yaml").symlink_to(f"loop{i:03}.yaml")
+    result = load(tmp_path)
+    assert result.error_count == 300 and len(result.errors) == 201
+    assert str(result.errors[-1]) == "… and 100 more errors"
+    assert [a.key for a in result.apps] == ["shop/web"]
+
+
+# --- every error has a line and a column -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "fragment"),
+    [
+        (APP.format(name="web", namespace="shop") + "  port: 8\x00\n", 8, 10, "U+0000"),
+        (APP.format(name="web", namespace="shop") + "  port: 8\x7f\n", 8, 10, "U+007F"),
+        ("a: 1\n\x1b[2J: 2\n", 2, 1, "U+001B"),
+        (app() + "---\n\ufeff" + app("b"), 9, 1, "byte order mark"),
+        (app() + "\t port: 3\n", 8, 1, "tab"),
+        (app() + "  port: !!int 1:20\n", 8, 9, "cannot read '1:20' as an integer"),
+        (app() + "  port: !!float x\n", 8, 9, "cannot read 'x' as a float"),
+        (app() + "  suspend: !!bool maybe\n", 8, 12, "cannot read 'maybe' as a boolean"),
+        (app() + "  port: 1\n  port: 2\n", 9, 3, "duplicate key 'port'"),
+        (app() + "  env: *nope\n", 8, 8, "undefined alias"),
+        (app() + "  port: [1\n", 9, 1, "invalid YAML"),
+    ],
+)
+def test_every_load_error_has_line_and_column(
+    tmp_path: Path, text: str, line: int, column: int, fragment: str
+) -> None:
+    write(tmp_path, {"a.yaml": text, "ok.yaml": app("ok")})
+    result = load(tmp_path)
+    err = only_error(result)
+    assert (err.file, err.line, err.column) == ("a.yaml", line, column), str(err)
+    assert fragment in err.message and "\n" not in str(err)
+    assert err.document is None or err.document >= 0
+    assert [a.key for a in result.apps] == ["shop/ok"]
+
+
+@pytest.mark.parametrize(
+    ("text", "document", "line"),
+    [
+        ("%YAML 2.0\n---\na: 1\n", 0, 1),
+        (app() + "...\n%YAML 2.0\n---\na: 1\n", 1, 9),  # before the second document
+        (app() + "---\na: b: c\n", 1, 9),
+    ],
+)
+def test_an_error_between_documents_names_the_next_one(
+    tmp_path: Path, text: str, document: int, line: int
+) -> None:
+    write(tmp_path, {"a.yaml": text})
+    err = only_error(load(tmp_path))
+    assert (err.document, err.line) == (document, line), str(err)
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r", "\u2028"])
+def test_lines_are_counted_as_libyaml_counts_them(tmp_path: Path, eol: str) -> None:
+    for bad, column in (("  port: x", 3), ("  port: 8\x00", 10)):
+        (tmp_path / "a.yaml").write_text((app() + bad + "\n").replace("\n", eol), newline="")
+        err = only_error(load(tmp_path))
+        assert (err.line, err.column) == (8, column), str(err)
+
+
+def test_invalid_utf8_has_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_bytes(b"a: 1\nname: caf\xe9\n")
+    err = only_error(load(tmp_path))
+    assert (err.line, err.column, err.message) == (2, 10, "not valid UTF-8 (byte 14)")
+
+
+# --- untrusted strings in messages -------------------------------------------------------
+
+
+def test_a_newline_in_a_file_name_or_key_stays_on_one_line(tmp_path: Path) -> None:
+    (tmp_path / "evil\nerror: forged.yaml").write_text(app("a") + "  port: x\n")
+    (tmp_path / "key.yaml").write_text(app("b") + '  "a\\nerror: forged": 1\n')
+    messages = sorted(str(e) for e in load(tmp_path).errors)
+    assert messages == [
+        r"'evil\nerror: forged.yaml':8:3 (document 0): spec.port: must be an integer"
+        " from 1 to 65535, found string 'x'",
+        r"key.yaml:8:3 (document 0): spec['a\nerror: forged']: unknown field"
+        " (known: image, replicas, port, env, resources, driftPolicy, suspend)",
+    ]
+
+
+# --- --watch-namespace -------------------------------------------------------------------
+
+
+def test_myapps_outside_the_watched_namespace_are_refused(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": app("a", "shop"), "b.yaml": app("b", "blog")})
+    result = load(tmp_path, watch_namespace="shop")
+    err = only_error(result)
+    assert (err.file, err.field, err.line) == ("b.yaml", "metadata.namespace", 5)
+    assert err.message == "'blog' is outside the namespace gitsync watches (--watch-namespace shop)"
+    assert [a.key for a in result.apps] == ["shop/a"]
+    # the default namespace too is held to it
+    meta = "apiVersion: apps.example.com/v1\nkind: MyApp\nmetadata: {name: c}\nspec: {image: x}\n"
+    write(tmp_path, {"b.yaml": meta})
+    assert not load(tmp_path, default_namespace="default", watch_namespace="shop").ok
+    assert load(tmp_path, default_namespace="shop", watch_namespace="shop").ok

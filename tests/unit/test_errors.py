@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from gitsync.errors import MAX_BODY, APIError, ManifestError, plain_or_quote, quote
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("web", "'web'"),
+        ("a\nb", r"'a\nb'"),
+        ("a\r\x1b[2Jb", r"'a\r\x1b[2Jb'"),
+        ("it's", '"it\'s"'),
+        ("x\u2028y\u202ez\x85", r"'x\u2028y\u202ez\x85'"),
+        (3, "'3'"),
+    ],
+)
+def test_quote_escapes_what_could_forge_or_hide_a_line(value: object, expected: str) -> None:
+    assert quote(value) == expected
+
+
+def test_quote_cuts_long_values_and_says_so() -> None:
+    quoted = quote("a" * 10_000)
+    assert quoted == "'" + "a" * 200 + "'… (10000 characters)"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("apps/web.yaml", "apps/web.yaml"),
+        ("spec.env", "spec.env"),
+        ("a b.yaml", "'a b.yaml'"),
+        ("x.yaml:3: error: forged", "'x.yaml:3: error: forged'"),
+        ("evil\n.yaml", r"'evil\n.yaml'"),
+        ("", "''"),
+    ],
+)
+def test_plain_names_stay_bare_others_are_quoted(value: str, expected: str) -> None:
+    assert plain_or_quote(value) == expected
+
+
+def test_manifest_error_location() -> None:
+    err = ManifestError("a.yaml", "bad", document=1, line=3, column=7, field="spec.port")
+    assert str(err) == "a.yaml:3:7 (document 1): spec.port: bad"
+    assert str(ManifestError("a\nb.yaml", "bad", line=2)) == r"'a\nb.yaml':2: bad"
+    assert str(ManifestError("", "and 3 more errors")) == "and 3 more errors"
+
+
+def test_api_error_bodies_are_one_line_and_cut() -> None:
+    err = APIError("MyApp/ns/a", "denied\nerror: forged\x1b[2J" + "x" * 1000)
+    assert "\n" not in str(err) and "\x1b" not in str(err)
+    assert err.message.startswith(r"denied\nerror: forged\x1b[2J")
+    # cut at MAX_BODY characters of the body, then escaped
+    body = "denied\nerror: forged\x1b[2J"
+    assert err.message.endswith("x" * (MAX_BODY - len(body)) + "…")
