@@ -29,8 +29,17 @@ def quote(value: object, limit: int = MAX_QUOTED) -> str:
 def one_line(text: str, limit: int = 300) -> str:
     """A message that quotes what it got from elsewhere (a parser's problem, an API
     server's answer) as one line: control and invisible characters escaped, cut."""
-    cut = text if len(text) <= limit else text[:limit] + "…"
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    return printable(text if len(text) <= limit else text[:limit] + "…")
+
+
+def printable(text: str) -> str:
+    """``text`` with control and invisible characters escaped (``\\n``, ``\\x1b``,
+    ``\\u202e``): what a line of output may hold, so that none can forge or hide another."""
+    return (
+        text
+        if text.isprintable()
+        else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    )
 
 
 # what a path or field name may hold and still be printed bare: no space, colon, quote,

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gitsync.errors import quote
 from gitsync.httpproto import (
     BadRequest,
     Handler,
@@ -276,7 +277,10 @@ class Server:
         self._work.put((conn, Request(conn.method, conn.path, conn.headers, body, conn.peer)))
 
     def _answer(self, conn: _Conn, response: Response) -> None:
-        log.debug("http: %s %s %s -> %d", conn.peer, conn.method, conn.path, response.status)
+        # method and path are the client's: quoted, so they cannot forge a log line
+        log.debug(
+            "http: %s %s %s -> %d", conn.peer, quote(conn.method), quote(conn.path), response.status
+        )
         self._release(conn)
         conn.out = render(response)
         conn.buf = bytearray()
@@ -345,7 +349,7 @@ class Server:
                 response = self.handler(request)
             except Exception:
                 # a bug in one route must not take the server down
-                log.exception("http: %s %s failed", request.method, request.path)
+                log.exception("http: %s %s failed", quote(request.method), quote(request.path))
                 response = Response(500, "internal error\n")
             self._done.put((conn, response))
             self._wake()

@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from gitsync.errors import printable
+
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -27,11 +29,16 @@ class JSONFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """One line per record (a traceback aside): messages and fields hold names and
+    values from Git and the cluster, so their control characters are escaped and a
+    newline in a file name cannot forge a log line. (JSON lines escape by encoding.)"""
+
     def format(self, record: logging.LogRecord) -> str:
         extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
-        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.getMessage()}"
+        message = printable(record.getMessage())
+        base = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {message}"
         if extra:
-            base += " " + " ".join(f"{k}={v}" for k, v in extra.items())
+            base += " " + " ".join(f"{k}={printable(str(v))}" for k, v in extra.items())
         if record.exc_info:
             base += "\n" + self.formatException(record.exc_info)
         return base

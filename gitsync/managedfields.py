@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gitsync.api import FIELD_MANAGER, Obj
+from gitsync.errors import plain_or_quote
 
 Path = tuple[str, ...]
 
@@ -258,11 +259,13 @@ def human_path(path: Path) -> str:
 
 
 def _field_text(name: str, *, first: bool) -> str:
-    # map keys such as label names contain dots: bracket them to keep the path readable
-    if "." in name or "/" in name:
-        return f"[{name}]"
+    # map keys such as label names contain dots: bracket them to keep the path readable;
+    # anything stranger (a space, a newline from a hostile key) is quoted
+    if "." in name or "/" in name or name != plain_or_quote(name):
+        return f"[{plain_or_quote(name)}]"
     return name if first else f".{name}"
 
 
 def _scalar(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    # list keys (env names) come from users: quoted unless plain, so a path is one line
+    return plain_or_quote(value) if isinstance(value, str) else json.dumps(value)

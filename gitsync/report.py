@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitsync.api import Obj
+from gitsync.errors import printable
 
 
 def _condition(app: Obj, type_: str) -> str:
@@ -50,6 +51,8 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
+    # names, paths and managers come from the cluster: one row stays one line
+    table = [tuple(printable(cell) for cell in row) for row in table]
     widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
     return "".join(
         "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from gitsync.errors import MAX_BODY, APIError, ManifestError, plain_or_quote, quote
+from gitsync.logs import TextFormatter
+from gitsync.managedfields import human_path
+from gitsync.report import drift_rows, render_table
 
 
 @pytest.mark.parametrize(
@@ -54,3 +59,51 @@ def test_api_error_bodies_are_one_line_and_cut() -> None:
     # cut at MAX_BODY characters of the body, then escaped
     body = "denied\nerror: forged\x1b[2J"
     assert err.message.endswith("x" * (MAX_BODY - len(body)) + "…")
+
+
+# --- what the cluster and Git put into every other output stays on one line ----------
+
+
+def test_text_logs_escape_what_could_forge_a_line() -> None:
+    record = logging.makeLogRecord(
+        {"msg": "applied %s", "args": ("web\nERROR forged",), "levelname": "INFO"}
+    )
+    record.key = "shop/web\r\x1b[2J"
+    line = TextFormatter().format(record)
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line, line
+    assert "web\\nERROR forged" in line and "key=shop/web\\r\\x1b[2J" in line
+
+
+def test_drift_table_rows_stay_one_line_each() -> None:
+    app = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "status": {
+            "drift": [
+                {
+                    "object": "Deployment/web",
+                    "path": "spec.env[name=A\nshop  evil  True]",
+                    "manager": "tool\u202e",
+                    "time": "2026-01-01T00:00:00Z",
+                }
+            ]
+        },
+    }
+    table = render_table(drift_rows([app]))
+    assert len(table.splitlines()) == 2, table
+    assert "A\\nshop" in table and "tool\\u202e" in table
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        (("f:spec", "f:env", 'k:{"name":"A\\nB"}', "f:value"), "spec.env[name='A\\nB'].value"),
+        (("f:spec", "f:env", 'k:{"name":"PLAIN_1"}'), "spec.env[name=PLAIN_1]"),
+        (
+            ("f:metadata", "f:labels", "f:app.kubernetes.io/name"),
+            "metadata.labels[app.kubernetes.io/name]",
+        ),
+        (("f:metadata", "f:labels", "f:a b"), "metadata.labels['a b']"),
+    ],
+)
+def test_human_paths_quote_names_that_are_not_plain(path: tuple[str, ...], text: str) -> None:
+    assert human_path(path) == text
