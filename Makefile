@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries cluster cluster-down lint typecheck unit integration test demo run bench clean
+.PHONY: all venv binaries peers bundle cluster cluster-down lint typecheck unit integration test demo run bench clean
 
 all: test
 
@@ -23,6 +23,14 @@ venv: $(STAMP)
 binaries: $(STAMP)
 	$(PY) -m testenv.build
 
+# helm, actionlint and the OLM bundle checker, built from testenv/peers/ like the control plane
+peers: $(STAMP)
+	$(PY) -m testenv.peers
+
+# bundle/ (the OLM bundle) generated from deploy/ and crds/
+bundle: $(STAMP)
+	$(PY) -m release.bundle
+
 cluster: $(STAMP)
 	$(PY) -m testenv.cluster up
 
@@ -30,8 +38,8 @@ cluster-down: $(STAMP)
 	$(PY) -m testenv.cluster down
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gitsync tests testenv bench
-	$(VENV)/bin/ruff format --check gitsync tests testenv bench
+	$(VENV)/bin/ruff check gitsync tests testenv bench release
+	$(VENV)/bin/ruff format --check gitsync tests testenv bench release
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -42,8 +50,8 @@ unit: $(STAMP)
 integration: cluster
 	$(PY) -m pytest -m integration tests
 
-# ruff, mypy, then every test; the control plane is built or reused first
-test: lint typecheck cluster
+# ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
+test: lint typecheck cluster peers
 	$(PY) -m pytest tests
 
 demo: $(STAMP)
