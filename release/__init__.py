@@ -1,0 +1,1 @@
+"""Release tooling: the OLM bundle generated from deploy/ and crds/ (``make bundle``)."""
