@@ -1,8 +1,9 @@
 // Command bundlecheck validates an OLM bundle directory with the
 // operator-framework's own validators: the default bundle suite (CSV, CRD,
-// bundle) and the operatorhub suite (the original OperatorHub checks and their
-// v2 split into operatorhub, standard capabilities and standard categories),
-// plus the good-practices and object checks.
+// bundle), the operatorhub suite as operator-sdk runs it today (operatorhub/v2,
+// standard capabilities, standard categories: the split of the deprecated
+// "operatorhub" validator, which would only add a deprecation warning), plus the
+// good-practices and object checks.
 //
 //	bundlecheck [-k8s-version 1.35.0] [-strict] BUNDLE_DIR
 //
@@ -41,7 +42,6 @@ func main() {
 	}
 
 	suite := validator.Validators{}.WithValidators(validation.DefaultBundleValidators...).WithValidators(
-		validation.OperatorHubValidator,
 		validation.OperatorHubV2Validator,
 		validation.StandardCapabilitiesValidator,
 		validation.StandardCategoriesValidator,
