@@ -31,10 +31,9 @@ BUNDLE = ROOT / "bundle"
 PACKAGE = "gitsync"
 # a channel name OLM recommends (candidate, fast, stable); 0.x is not stable yet
 CHANNEL = "candidate"
-# the oldest Kubernetes the tests run against would be a claim we cannot back; this is
-# the one they do run against, minus patch releases (server-side apply and the CRD's
-# x-kubernetes-list-type need far less)
-MIN_KUBE_VERSION = "1.35.0"
+# as docs/operating.md says: Pod Security admission (the restricted securityContext is
+# enforced by the namespace label) is GA from 1.25
+MIN_KUBE_VERSION = "1.25.0"
 REPOSITORY = "https://github.com/example/gitsync"
 # objects OLM creates from the CSV itself, or that belong to the cluster admin
 NOT_SHIPPED = {"Namespace", "ServiceAccount", "ClusterRoleBinding", "RoleBinding"}
