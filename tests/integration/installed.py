@@ -17,10 +17,17 @@ Doc = dict[str, Any]
 
 
 def assert_account_syncs(
-    kube: Kube, account_kubeconfig: Path, status_namespace: str, namespace: str, tmp: Path
+    kube: Kube,
+    account_kubeconfig: Path,
+    config: dict[str, str],
+    status_namespace: str,
+    namespace: str,
+    tmp: Path,
 ) -> None:
-    """``gitsync run`` with the account's token syncs one MyApp into ``namespace``: the
-    MyApp, its Deployment and the status ConfigMap are written, and nothing is refused."""
+    """``gitsync run`` with the account's token and the installation's instance name (from
+    its ConfigMap ``config``, as the Pod would get it) syncs one MyApp into ``namespace``:
+    the MyApp, its Deployment and the status ConfigMap are written, and nothing is refused."""
+    instance = config["GITSYNC_INSTANCE_NAME"]
     repo = tmp / "repo"
     (repo / "apps").mkdir(parents=True)
     (repo / "apps" / "web.yaml").write_text(app_yaml(namespace, "web", replicas=2))
@@ -31,7 +38,7 @@ def assert_account_syncs(
             *("--repo", str(repo), "--path", "apps", "--interval", "2", "--jitter", "0"),
             *("--allowed-namespaces", namespace),
         ],
-        gitsync_env(account_kubeconfig),
+        gitsync_env(account_kubeconfig) | {"GITSYNC_INSTANCE_NAME": instance},
         tmp / "daemon.log",
         free_port(),
     )
@@ -46,7 +53,7 @@ def assert_account_syncs(
         wait_until(synced, timeout=30, what="MyApp web synced by the installation's account")
         deployment = get(kube, "Deployment", namespace, "web")
         assert deployment is not None and deployment["spec"]["replicas"] == 2
-        status = resource_path("v1", "configmaps", status_namespace, "gitsync-status")
+        status = resource_path("v1", "configmaps", status_namespace, f"gitsync-status-{instance}")
 
         def status_written() -> Doc | None:
             with contextlib.suppress(APINotFoundError):

@@ -127,4 +127,9 @@ def test_the_api_server_accepts_the_csv_deployment(installed: Installed, kube: K
 def test_the_csv_service_account_syncs(
     installed: Installed, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
-    assert_account_syncs(kube, installed.kubeconfig, installed.namespace, namespace, tmp_path)
+    config = yaml.safe_load(
+        (bundle.BUNDLE / "manifests" / "gitsync-config.configmap.yaml").read_text()
+    )
+    assert_account_syncs(
+        kube, installed.kubeconfig, config["data"], installed.namespace, namespace, tmp_path
+    )
