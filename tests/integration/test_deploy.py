@@ -502,7 +502,8 @@ def test_daemon_runs_with_exactly_deploys_rbac(
     output = daemon.output()
     assert rc == 0, output
     assert holder(kube, install.namespace) == "", "the Lease was not released on SIGTERM"
-    assert "403" not in output and "forbidden" not in output.lower(), output
+    # every 403 of the API server says "forbidden"; "403" alone also matches a timestamp
+    assert "forbidden" not in output.lower(), output
     for line in output.splitlines():
         json.loads(line)  # logs are JSON lines
 
