@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from gitsync.api import (
     key_of,
 )
 from gitsync.apply import path_of
+from gitsync.cache import default_cache_dir
 from gitsync.changeset import ChangeSet, plan
 from gitsync.cli_options import (
     cluster_options,
@@ -82,7 +82,7 @@ def version() -> None:
 
 
 def _source(kw: dict[str, Any]) -> Any:
-    cache = kw.get("cache_dir") or Path(tempfile.gettempdir()) / "gitsync-cache"
+    cache = kw.get("cache_dir") or default_cache_dir()
     creds = Credentials(
         token_file=kw.get("token_file"),
         username=kw.get("git_username") or "git",

@@ -107,7 +107,8 @@ def source_options(required: bool) -> Callable[[F], F]:
                     "--cache-dir",
                     env="CACHE_DIR",
                     type=click.Path(path_type=Path),
-                    help="Where Git clones are kept (default: a temporary directory).",
+                    help="Where Git clones are kept, private to this user (default: "
+                    "$XDG_CACHE_HOME/gitsync, else ~/.cache/gitsync).",
                 ),
                 opt(
                     "--token-file",
