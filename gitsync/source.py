@@ -45,9 +45,9 @@ _FETCHED = "refs/gitsync/fetched"
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
 
 # The only variables of gitsync's own environment that git gets: where programs are, and
-# the proxies and CA bundle of the host (curl's, as every HTTP client honours them). No
-# GIT_* variable: GIT_PROXY_COMMAND, GIT_SSL_NO_VERIFY, GIT_CONFIG, GIT_EXEC_PATH and the
-# rest would each change what git runs or trusts.
+# the host's proxies (curl's variables, as every HTTP client honours them). No GIT_*
+# variable: GIT_PROXY_COMMAND, GIT_SSL_NO_VERIFY, GIT_CONFIG, GIT_EXEC_PATH and the rest
+# would each change what git runs or trusts.
 _ENV_ALLOWED = (
     "PATH",
     "TMPDIR",
@@ -58,8 +58,6 @@ _ENV_ALLOWED = (
     "ALL_PROXY",
     "no_proxy",
     "NO_PROXY",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
 )
 # Above the repository's config: even a config that got past the cache checks runs nothing
 _FORCED_CONFIG = (
