@@ -38,7 +38,8 @@ def https_git(upstream: Upstream, tmp_path: Path) -> Iterator[tuple[HttpGit, Pat
     cert.parent.mkdir()
     subprocess.run(
         [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"),
+            *("-nodes", "-days", "1"),
             *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
             *("-keyout", str(key), "-out", str(cert)),
         ],
