@@ -256,7 +256,7 @@ class Kube:
     def check(self) -> None:
         """One cheap request (``/version``, readable by anyone authenticated), so that a
         command fails at once, with the reason, when the server cannot be used at all."""
-        self.get("/version", subject=f"the API server {self.host}")
+        self.get("/version")
 
     def _transport_error(self, subject: str, what: str, e: Exception) -> APIError:
         """No reply. Temporary (a timeout, a refused connection), unless TLS says the
