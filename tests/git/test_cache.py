@@ -228,3 +228,26 @@ def test_the_cli_refuses_a_planted_cache_with_one_line(
     assert result.output.startswith(f"error: cache {planted.dir} is owned by uid {OTHER_UID}")
     assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
     assert planted.ran() == []
+
+
+def test_the_pods_cache_is_a_private_directory_inside_its_volume(url: str, tmp_path: Path) -> None:
+    """kubelet makes an emptyDir mode 0777 (with fsGroup: 2777): usable as the parent of
+    the cache, refused as the cache itself. The Deployment and the image point below it."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    deployment = yaml.safe_load((root / "deploy" / "deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    cache = next(e["value"] for e in container["env"] if e["name"] == "GITSYNC_CACHE_DIR")
+    mounts = [m["mountPath"] for m in container["volumeMounts"]]
+    assert cache not in mounts and any(cache.startswith(m + "/") for m in mounts)
+    assert f"GITSYNC_CACHE_DIR={cache}\n" in (root / "Dockerfile").read_text()
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    volume.chmod(0o2777)
+    with pytest.raises(SourceError, match="is writable by group or others"):
+        GitSource(url, "main", volume).fetch()
+    below = volume / Path(cache).name
+    GitSource(url, "main", below).fetch()
+    assert below.stat().st_mode & 0o777 == 0o700  # (setgid, inherited from the volume, stays)
