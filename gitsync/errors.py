@@ -107,13 +107,13 @@ class APIError(GitsyncError):
         super().__init__(f"{subject}: {self.message}")
 
 
-class APIConfigError(APIError):
-    """The client's configuration does not fit the server: its certificate is not
-    trusted, or the credentials are refused (401). Retrying will not help."""
-
-
 class APIClientError(APIError):
     """4xx: the request itself is wrong; retrying the same request will not help."""
+
+
+class APIConfigError(APIClientError):
+    """The client's configuration does not fit the server: its certificate is not
+    trusted, or the credentials are refused (401). Retrying will not help."""
 
 
 class APINotFoundError(APIClientError):
