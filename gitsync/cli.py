@@ -49,7 +49,8 @@ from gitsync.cli_options import (
 )
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.errors import ConfigError, one_line
-from gitsync.kube import Kube, default_namespace, resource_path
+from gitsync.kube import Kube, resource_path
+from gitsync.kubeconfig import default_namespace
 from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source

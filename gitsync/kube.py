@@ -1,35 +1,29 @@
 """The one seam to the Kubernetes API server: plain JSON over a urllib3 pool.
 
-The ``kubernetes`` package loads the configuration (kubeconfig, contexts, exec
-plugins, in-cluster service-account tokens with their refresh hook); requests
-go through a pool built from that configuration and replies are decoded with
+The ``kubernetes`` package loads the configuration (:mod:`gitsync.kubeconfig`:
+kubeconfig, contexts, exec plugins, in-cluster service-account tokens with their
+refresh hook); requests go through a pool built from that configuration (its
+TLS settings and proxy) and replies are decoded with
 ``json.loads`` into plain dicts. Typed models cost ~14x more to decode and are
 never needed on our paths (design §4).
 
 Every request has a timeout; every failure is mapped into gitsync's exception
 tree here (``APINotFoundError``, ``APIConflictError`` ...) and nowhere else. A
 server that cannot be trusted or that refuses the credentials is a permanent
-``APIConfigError``: waiting does not fix a wrong CA or token. The pool goes
-through the configuration's proxy, as the ``kubernetes`` client's own would.
+``APIConfigError``: waiting does not fix a wrong CA or token.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import os
-import ssl
 import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.rest import should_bypass_proxies
-from kubernetes.config.config_exception import ConfigException
 
 from gitsync import __version__
 from gitsync.api import Obj
@@ -45,13 +39,12 @@ from gitsync.errors import (
     APIServerError,
     APITimeoutError,
     APITooManyRequestsError,
-    ConfigError,
 )
+from gitsync.kubeconfig import default_namespace, pool_manager, tls_problem
+from gitsync.kubeconfig import load_configuration as load_configuration  # where callers look
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
 Params = Mapping[str, str | int | bool] | None
-#: where kubelet puts the Pod's own namespace (a module attribute: tests point it elsewhere)
-SERVICEACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def resource_path(
@@ -74,56 +67,6 @@ def resource_path(
     return "/".join(parts)
 
 
-def load_configuration(
-    kubeconfig: str | None = None, context: str | None = None
-) -> k8s_client.Configuration:
-    """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else in-cluster."""
-    cfg = k8s_client.Configuration()
-    try:
-        if kubeconfig or context:
-            k8s_config.load_kube_config(kubeconfig, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except (ConfigException, OSError):
-                # refresh_token=True: bound service-account tokens expire; the
-                # hook rereads the projected token file before it does
-                k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, KeyError) as e:
-        where = kubeconfig or "the default kubeconfig or the in-cluster service account"
-        raise ConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
-    return cfg
-
-
-def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
-    """kubectl's namespace when no ``-n`` is given: the kubeconfig context's, else, in a
-    Pod (no kubeconfig), the Pod's own (``POD_NAMESPACE``, then the service account's
-    namespace file, as client-go reads them), else ``default``.
-
-    The same kubeconfig-then-in-cluster order as :func:`load_configuration`; a kubeconfig
-    that cannot be read gives ``default`` here (loading it says why).
-    """
-    try:
-        contexts, current = k8s_config.list_kube_config_contexts(kubeconfig)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, KeyError, TypeError):
-        if kubeconfig or context:
-            return "default"
-        return _in_cluster_namespace()
-    if context:
-        current = next((c for c in contexts or [] if c.get("name") == context), None)
-    namespace = ((current or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
-def _in_cluster_namespace() -> str:
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    try:
-        return SERVICEACCOUNT_NAMESPACE.read_text().strip() or "default"
-    except OSError:
-        return "default"
-
-
 class Kube:
     """A small JSON client. Thread-safe (urllib3 pools are)."""
 
@@ -140,7 +83,7 @@ class Kube:
         self.timeout = timeout
         #: the namespace of commands given no -n: the context's or the Pod's (kubectl's rule)
         self.namespace = namespace
-        self._pool = _pool_manager(config, pool_size)
+        self._pool = pool_manager(config, pool_size)
         self._lock = threading.Lock()
         #: requests sent, by verb (GET, LIST, WATCH, APPLY, PATCH, ...): for metrics and benchmarks
         self.requests: collections.Counter[str] = collections.Counter()
@@ -262,7 +205,7 @@ class Kube:
         """No reply. Temporary (a timeout, a refused connection), unless TLS says the
         configuration is wrong: the server's certificate is not trusted, ours is refused,
         or a certificate file cannot be read. Those are permanent and say so."""
-        problem = _tls_problem(e)
+        problem = tls_problem(e)
         if problem:
             return APIConfigError(
                 subject,
@@ -323,73 +266,6 @@ class Kube:
 
     def close(self) -> None:
         self._pool.clear()
-
-
-def _pool_manager(config: k8s_client.Configuration, pool_size: int) -> urllib3.PoolManager:
-    """A pool with the configuration's TLS settings and, unless ``no_proxy`` names the
-    server, its proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY`` ...): the
-    rule of the ``kubernetes`` client that loaded the configuration."""
-    kw: dict[str, Any] = {
-        "num_pools": 4,
-        "maxsize": pool_size,
-        "cert_reqs": "CERT_REQUIRED" if config.verify_ssl else "CERT_NONE",
-        "ca_certs": config.ssl_ca_cert,
-        "cert_file": config.cert_file,
-        "key_file": config.key_file,
-        "assert_hostname": config.assert_hostname,
-        "server_hostname": config.tls_server_name,
-    }
-    proxy = config.proxy
-    if not proxy or should_bypass_proxies(config.host, no_proxy=config.no_proxy or ""):
-        return urllib3.PoolManager(**kw)
-    parts = urlsplit(proxy)
-    where = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    headers = dict(config.proxy_headers or {})
-    if parts.username is not None:  # credentials in proxy-url: Basic auth, as curl does
-        auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        headers |= urllib3.make_headers(proxy_basic_auth=auth)
-    if parts.scheme.lower().startswith("socks"):
-        try:
-            from urllib3.contrib.socks import SOCKSProxyManager
-        except ImportError:
-            raise ConfigError(
-                f"proxy {where}: a SOCKS proxy needs the PySocks package installed"
-            ) from None
-        return SOCKSProxyManager(proxy, **kw)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"proxy {where}: only http, https and socks proxies are supported")
-    return urllib3.ProxyManager(
-        proxy, proxy_headers=headers, proxy_ssl_context=config.proxy_ssl_context, **kw
-    )
-
-
-def _tls_problem(e: BaseException) -> str:
-    """What is wrong with the TLS configuration, if ``e`` (or what it wraps) says so."""
-    seen: list[BaseException] = []
-    todo: list[BaseException] = [e]
-    while todo:
-        cur = todo.pop()
-        if cur in seen:
-            continue
-        seen.append(cur)
-        todo += [a for a in cur.args if isinstance(a, BaseException)]
-        todo += [x for x in (cur.__cause__, cur.__context__) if x is not None]
-    for cur in seen:
-        if isinstance(cur, ssl.SSLCertVerificationError):
-            return f"the server's certificate is not trusted ({cur.verify_message})"
-        if isinstance(cur, ssl.SSLError) and "ALERT" in str(cur.reason or ""):
-            # the server ended the handshake on purpose: no network trouble, a refusal
-            return (
-                f"the server refused the handshake ({cur.reason}): a client certificate it"
-                " does not accept, or TLS settings it does not support"
-            )
-        if isinstance(cur, OSError) and not isinstance(cur, ssl.SSLError) and cur.filename:
-            return f"cannot read {cur.filename}: {cur.strerror}"
-        if isinstance(cur, (FileNotFoundError, PermissionError)):
-            return f"cannot read a certificate or key file: {cur.strerror}"
-        if isinstance(cur, ssl.SSLError) and cur.library == "PEM":
-            return f"a certificate or key file is not valid PEM ({cur.reason})"
-    return ""
 
 
 def _param(v: str | int | bool) -> str:

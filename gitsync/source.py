@@ -26,21 +26,13 @@ from urllib.parse import urlsplit
 
 from gitsync.cache import check_private, private_dir, write_private_file
 from gitsync.errors import MAX_BODY, ConfigError, SourceError
+from gitsync.giturl import INSECURE_SCHEMES, SCP_URL, SECURE_SCHEMES, check_url, redact_url
 
 log = logging.getLogger(__name__)
 
-_SECURE_SCHEMES = ("https", "ssh", "file")
-_INSECURE_SCHEMES = ("http", "git")  # no authentication of the server, no encryption
-_SCP_URL = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 # a conservative subset of git-check-ref-format: never an option, never a revision expression
 _REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
-# userinfo in any spelling: "https://u:t@h", "https:/u:t@h", "https:u:t@h", "u:t@h". A known
-# scheme is kept (any word before a ":" might be a token: "<token>:x-oauth-basic@h"), the
-# rest of the run goes, up to its last "@" (a password may hold an "@")
-_URL_USERINFO = re.compile(r"((?:(?i:https?|ssh|git|file|git\+ssh|ssh\+git):)?/*)[^\s/@'\"<>]+@")
-# a query string or fragment after a URL-ish word: "?private_token=..." (prose ends a "?")
-_URL_QUERY = re.compile(r"(?<=[^\s'\"<>?])[?#][^\s'\"<>]+")
 _FETCHED = "refs/gitsync/fetched"
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
 
@@ -132,15 +124,9 @@ def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | 
     local = Path(repo).expanduser()
     if local.is_dir():
         return LocalSource(local)
-    if "://" not in repo and not _SCP_URL.fullmatch(repo):
+    if "://" not in repo and not SCP_URL.fullmatch(repo):
         raise ConfigError(f"repository {redact_url(repo)!r} is neither a directory nor a URL")
     return GitSource(repo, ref, cache_dir, **kw)
-
-
-def redact_url(text: str) -> str:
-    """Hide ``user:password@`` and query strings in every URL of ``text``, in every
-    spelling git or a person may use (a well-formed URL or not)."""
-    return _URL_QUERY.sub("?***", _URL_USERINFO.sub(r"\1***@", text))
 
 
 class GitSource:
@@ -160,7 +146,7 @@ class GitSource:
         timeout: float = 60.0,
         allow_insecure: bool = False,
     ) -> None:
-        _check_url(url, allow_insecure)
+        check_url(url, allow_insecure)
         if not _REF.fullmatch(ref):
             raise ConfigError(f"ref {ref!r} is not a valid branch, tag or commit name")
         self.url = url
@@ -353,7 +339,7 @@ class GitSource:
 
     def _environment(self, allow_insecure: bool) -> dict[str, str]:
         git_dir = str(self._dir / ".git")
-        protocols = [*_SECURE_SCHEMES, *(_INSECURE_SCHEMES if allow_insecure else ())]
+        protocols = [*SECURE_SCHEMES, *(INSECURE_SCHEMES if allow_insecure else ())]
         creds = self._credentials
         env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
         env |= {
@@ -399,29 +385,3 @@ def _ssh_command(creds: Credentials, timeout: float) -> str:
     if creds.known_hosts_file is not None:
         args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file.absolute()}"]
     return shlex.join(args)
-
-
-def _check_url(url: str, allow_insecure: bool) -> None:
-    """Refuse what git must never be handed: embedded secrets, odd transports, options."""
-    if not url or url.startswith("-") or any(c.isspace() or ord(c) < 32 for c in url):
-        raise ConfigError("the repository URL is empty or contains spaces or control characters")
-    if _SCP_URL.fullmatch(url):
-        return  # user@host:path, i.e. ssh
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if parts.password is not None or (scheme in ("https", "http") and parts.username):
-        # the message must not echo the URL: it holds the secret
-        raise ConfigError(
-            "the repository URL must not contain credentials; give a token file instead"
-        )
-    if scheme in _INSECURE_SCHEMES and not allow_insecure:
-        raise ConfigError(
-            f"{scheme}:// is neither authenticated nor encrypted; allow it explicitly"
-            " (--allow-insecure-git) to use it"
-        )
-    if scheme not in (*_SECURE_SCHEMES, *_INSECURE_SCHEMES) or "::" in url.split("/", 1)[0]:
-        raise ConfigError(f"unsupported repository URL scheme {scheme!r}")
-    if scheme != "file" and not parts.hostname:
-        raise ConfigError(f"the repository URL {redact_url(url)!r} has no host")
-    if (parts.hostname or "").startswith("-"):  # ssh://-oProxyCommand=...: not a host
-        raise ConfigError(f"the repository URL {redact_url(url)!r} has an invalid host")

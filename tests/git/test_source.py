@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gitsync.errors import ConfigError, SourceError
+from gitsync.giturl import redact_url
 from gitsync.manifests import load
 from gitsync.source import (
     Credentials,
@@ -19,7 +20,6 @@ from gitsync.source import (
     LocalSource,
     Revision,
     open_source,
-    redact_url,
 )
 
 if TYPE_CHECKING:  # fixtures bring the objects; only their types are imported

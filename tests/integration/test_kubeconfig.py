@@ -36,12 +36,12 @@ IN_POD = """\
 import sys
 from pathlib import Path
 from kubernetes.config import incluster_config, kube_config
-import gitsync.kube
+import gitsync.kubeconfig
 token, ca, namespace = sys.argv[1:4]
 incluster_config.SERVICE_TOKEN_FILENAME = token
 incluster_config.SERVICE_CERT_FILENAME = ca
 kube_config.KUBE_CONFIG_DEFAULT_LOCATION = "/nonexistent/kubeconfig"
-gitsync.kube.SERVICEACCOUNT_NAMESPACE = Path(namespace)
+gitsync.kubeconfig.SERVICEACCOUNT_NAMESPACE = Path(namespace)
 from gitsync.cli import main
 sys.argv = ["gitsync", *sys.argv[4:]]
 main()
