@@ -1,6 +1,6 @@
 """gitsync's own exception tree.
 
-Library exceptions (GitPython, kubernetes, PyYAML) are mapped into these at the
+Library exceptions (git's, kubernetes', PyYAML's) are mapped into these at the
 boundary and never leak. Every error names what it is about (an object such as
 ``MyApp/ns/name``, or a file and line) and says whether retrying can help.
 """
