@@ -62,7 +62,7 @@ def private_dir(path: Path) -> Path:
     if not check_private(path, directory=True):
         try:
             # the parents are the user's to secure (a home, a volume); the last level is ours
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             path.mkdir(mode=0o700)
         except FileExistsError:
             pass  # another process made it meanwhile: checked below like any other
