@@ -4,7 +4,6 @@ real API server; gitsync runs as a process of its own."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ from gitsync.errors import APINotFoundError
 from gitsync.kube import Kube, resource_path
 from tests.integration.test_deploy import Install, install  # noqa: F401 (a fixture)
 from tests.netfixtures import connect_proxy, self_signed
+from tests.support import app_yaml
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 UNNAMESPACED = """\
@@ -36,12 +36,14 @@ IN_POD = """\
 import sys
 from pathlib import Path
 from kubernetes.config import incluster_config, kube_config
+import gitsync.cli
 import gitsync.kubeconfig
 token, ca, namespace = sys.argv[1:4]
 incluster_config.SERVICE_TOKEN_FILENAME = token
 incluster_config.SERVICE_CERT_FILENAME = ca
 kube_config.KUBE_CONFIG_DEFAULT_LOCATION = "/nonexistent/kubeconfig"
 gitsync.kubeconfig.SERVICEACCOUNT_NAMESPACE = Path(namespace)
+gitsync.cli.POD_NAMESPACE_FILE = Path(namespace)
 from gitsync.cli import main
 sys.argv = ["gitsync", *sys.argv[4:]]
 main()
@@ -128,11 +130,13 @@ def test_in_a_pod_the_shipped_service_account_needs_no_namespace_flag(
     install: Install,  # noqa: F811 (the fixture imported above)
     kubeconfig: str,
     kube: Kube,
+    namespace: str,
     tmp_path: Path,
 ) -> None:
     """``gitsync sync`` as the shipped ServiceAccount, configured the in-cluster way: the
-    Pod's own namespace is where its Role lets it write the status (and where MyApps that
-    name none go), as kubectl in that Pod would use."""
+    Pod's own namespace, where its Role lets it write the status, is the default, as
+    kubectl in that Pod would use. (A MyApp that names no namespace would go there too,
+    and be refused: gitsync's own namespace is denied to MyApps.)"""
     sa = json.loads(install.kubeconfig.read_text())
     token = tmp_path / "sa" / "token"
     token.parent.mkdir()
@@ -141,33 +145,38 @@ def test_in_a_pod_the_shipped_service_account_needs_no_namespace_flag(
     cluster = admin_config(kubeconfig)["clusters"][0]["cluster"]
     server = cluster["server"].removeprefix("https://")
     host, _, port = server.rpartition(":")
-    repo = unnamespaced_repo(tmp_path, "in-pod")
+    apps = tmp_path / "repo" / "apps"
+    apps.mkdir(parents=True)
+    (apps / "in-pod.yaml").write_text(app_yaml(namespace, "in-pod"))
+    (apps / "nameless.yaml").write_text(UNNAMESPACED.format(name="nameless"))
+    repo = tmp_path / "repo"
     env = clean_env(KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port)
-    try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                IN_POD,
-                str(token),
-                cluster["certificate-authority"],
-                str(tmp_path / "sa" / "namespace"),
-                *("sync", "--repo", str(repo), "--path", "apps"),
-                *("--allowed-namespaces", install.namespace),
-                *("--cache-dir", str(tmp_path / "cache")),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "Forbidden" not in proc.stderr
-        assert kube.get(myapp_path(install.namespace, "in-pod"))["metadata"]["name"] == "in-pod"
-        assert status_configmaps(kube, install.namespace) != []
-    finally:
-        with contextlib.suppress(APINotFoundError):
-            kube.delete(myapp_path(install.namespace, "in-pod"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            IN_POD,
+            str(token),
+            cluster["certificate-authority"],
+            str(tmp_path / "sa" / "namespace"),
+            *("sync", "--repo", str(repo), "--path", "apps"),
+            *("--instance-name", "platform-apps"),  # as deploy/config.yaml names it
+            *("--cache-dir", str(tmp_path / "cache")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert "forbidden" not in proc.stderr.lower(), proc.stderr
+    # the MyApp naming its namespace is applied; the nameless one would land in the Pod's
+    # own namespace, which is refused as a manifest error (so the pass reports a failure)
+    assert kube.get(myapp_path(namespace, "in-pod"))["metadata"]["name"] == "in-pod"
+    assert f"'{install.namespace}' is denied" in proc.stderr, proc.stderr
+    with pytest.raises(APINotFoundError):
+        kube.get(myapp_path(install.namespace, "nameless"))
+    # the status is where the Role allows it: the Pod's own namespace, with no flag
+    assert status_configmaps(kube, install.namespace) == ["gitsync-status-platform-apps"]
 
 
 # --- the proxy -----------------------------------------------------------------------------
