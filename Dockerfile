@@ -3,6 +3,8 @@
 #   docker build -t ghcr.io/example/gitsync:0.1.0 .
 # The Pod it is made for (deploy/deployment.yaml) runs it as UID 65532 with a
 # read-only root filesystem; HOME, TMPDIR and the Git cache are emptyDirs there.
+# The cache is a directory gitsync makes (0700) inside its volume: a volume is
+# open to everyone, and gitsync refuses a cache that is not private to it.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -49,7 +51,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/home/gitsync \
     TMPDIR=/tmp \
-    GITSYNC_CACHE_DIR=/var/cache/gitsync
+    GITSYNC_CACHE_DIR=/var/cache/gitsync/git
 
 USER 65532:65532
 WORKDIR /home/gitsync

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,10 @@ from gitsync.api import (
     key_of,
 )
 from gitsync.apply import path_of
+from gitsync.cache import default_cache_dir
 from gitsync.changeset import ChangeSet, plan
 from gitsync.cli_options import (
+    NAMESPACE_DEFAULT,
     cluster_options,
     expected_errors,
     fail,
@@ -49,6 +50,7 @@ from gitsync.cli_options import (
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.errors import ConfigError, one_line
 from gitsync.kube import Kube, resource_path
+from gitsync.kubeconfig import default_namespace
 from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
@@ -82,7 +84,7 @@ def version() -> None:
 
 
 def _source(kw: dict[str, Any]) -> Any:
-    cache = kw.get("cache_dir") or Path(tempfile.gettempdir()) / "gitsync-cache"
+    cache = kw.get("cache_dir") or default_cache_dir()
     creds = Credentials(
         token_file=kw.get("token_file"),
         username=kw.get("git_username") or "git",
@@ -138,6 +140,15 @@ def watch_namespace_option(f: Any) -> Any:
     )(f)
 
 
+def _namespaces(kw: dict[str, Any], kube: Kube | None) -> None:
+    """kubectl's rule for namespaces not given as flags: the kubeconfig context's (in a
+    Pod, its own), else ``default``."""
+    fallback = kube.namespace if kube is not None else default_namespace()
+    for key in ("namespace", "status_namespace"):
+        if key in kw and not kw[key]:
+            kw[key] = fallback
+
+
 def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
     rev = _source(kw).fetch()
     loaded = manifests.load(
@@ -160,6 +171,7 @@ def _load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
 @expected_errors(1)
 def validate(**kw: Any) -> None:
     """Check the manifests offline. Exit 0 when valid, 1 with the errors listed."""
+    _namespaces(kw, None)
     revision, loaded = _load(kw)
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
@@ -175,6 +187,10 @@ def validate(**kw: Any) -> None:
 
 def _controller(kw: dict[str, Any], **extra: Any) -> Controller:
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    # a wrong CA or a refused token ends the command here, with the reason, rather than
+    # in informers that would retry it until a timeout
+    kube.check()
+    _namespaces(kw, kube)
     config = ControllerConfig(
         field_manager=kw["field_manager"],
         default_policy=kw.get("drift_policy", "correct"),
@@ -391,6 +407,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     to write (created, configured, pruned), 2 error. Drift a sync leaves (policy report,
     suspend) and conflicts with other controllers are shown, and do not make it 1."""
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    _namespaces(kw, kube)
     # the two LISTs and reading the manifests overlap: together they are the run
     with ThreadPoolExecutor(3) as pool:
         loading = pool.submit(_load, kw)
@@ -471,7 +488,12 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
 @main.command()
 @cluster_options
 @opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
-@opt("--status-namespace", env="STATUS_NAMESPACE", default="default", show_default=True)
+@opt(
+    "--status-namespace",
+    env="STATUS_NAMESPACE",
+    default=None,
+    help=f"Where the sync status ConfigMap lives (default: {NAMESPACE_DEFAULT}).",
+)
 @opt("--instance-name", env="INSTANCE_NAME", default="", help="The instance whose sync to show.")
 @opt("--repo", env="REPO", default="", help="With --ref and --path: names the instance as sync.")
 @opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
@@ -479,7 +501,7 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
 @opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
 @output_option
 @expected_errors(2)
-def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) -> None:
+def drift(output: str, namespace: str | None, status_namespace: str | None, **kw: Any) -> None:
     """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
 
     The last sync is shown for the instance the flags name (as for sync), or for every
@@ -487,6 +509,7 @@ def drift(output: str, namespace: str | None, status_namespace: str, **kw: Any) 
     named = bool(kw["instance_name"] or kw["instance_repo"] or kw["repo"])
     identity = _identity(kw)
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    status_namespace = status_namespace or kube.namespace
     apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
     rows = drift_rows(apps)
     if named:

@@ -19,6 +19,8 @@ import click
 from gitsync.errors import GitsyncError
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: kubectl's rule for a namespace not given as a flag
+NAMESPACE_DEFAULT = "the kubeconfig context's namespace; in a Pod, its own; else default"
 
 
 def opt(*names: str, env: str, **kw: Any) -> Callable[[F], F]:
@@ -84,9 +86,10 @@ def source_options(required: bool) -> Callable[[F], F]:
                     "-n",
                     "--namespace",
                     env="NAMESPACE",
-                    default="default",
-                    show_default=True,
-                    help="Namespace for MyApps that name none.",
+                    default=None,
+                    help="Namespace for MyApps that name none (default: "
+                    + NAMESPACE_DEFAULT
+                    + ").",
                 ),
                 opt(
                     "--allowed-namespaces",
@@ -107,7 +110,8 @@ def source_options(required: bool) -> Callable[[F], F]:
                     "--cache-dir",
                     env="CACHE_DIR",
                     type=click.Path(path_type=Path),
-                    help="Where Git clones are kept (default: a temporary directory).",
+                    help="Where Git clones are kept, private to this user (default: "
+                    "$XDG_CACHE_HOME/gitsync, else ~/.cache/gitsync).",
                 ),
                 opt(
                     "--token-file",
@@ -192,9 +196,10 @@ def sync_options(f: F) -> F:
             opt(
                 "--status-namespace",
                 env="STATUS_NAMESPACE",
-                default="default",
-                show_default=True,
-                help="Where the sync status ConfigMap and Lease live.",
+                default=None,
+                help="Where the sync status ConfigMap and Lease live (default: "
+                + NAMESPACE_DEFAULT
+                + ").",
             ),
         ]
     ):

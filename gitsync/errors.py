@@ -1,6 +1,6 @@
 """gitsync's own exception tree.
 
-Library exceptions (GitPython, kubernetes, PyYAML) are mapped into these at the
+Library exceptions (git's, kubernetes', PyYAML's) are mapped into these at the
 boundary and never leak. Every error names what it is about (an object such as
 ``MyApp/ns/name``, or a file and line) and says whether retrying can help.
 """
@@ -118,6 +118,11 @@ class APIError(GitsyncError):
 
 class APIClientError(APIError):
     """4xx: the request itself is wrong; retrying the same request will not help."""
+
+
+class APIConfigError(APIClientError):
+    """The client's configuration does not fit the server: its certificate is not
+    trusted, or the credentials are refused (401). Retrying will not help."""
 
 
 class APINotFoundError(APIClientError):

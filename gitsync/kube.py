@@ -1,13 +1,16 @@
 """The one seam to the Kubernetes API server: plain JSON over a urllib3 pool.
 
-The ``kubernetes`` package loads the configuration (kubeconfig, contexts, exec
-plugins, in-cluster service-account tokens with their refresh hook); requests
-go through a pool built from that configuration and replies are decoded with
+The ``kubernetes`` package loads the configuration (:mod:`gitsync.kubeconfig`:
+kubeconfig, contexts, exec plugins, in-cluster service-account tokens with their
+refresh hook); requests go through a pool built from that configuration (its
+TLS settings and proxy) and replies are decoded with
 ``json.loads`` into plain dicts. Typed models cost ~14x more to decode and are
 never needed on our paths (design §4).
 
 Every request has a timeout; every failure is mapped into gitsync's exception
-tree here (``APINotFoundError``, ``APIConflictError`` ...) and nowhere else.
+tree here (``APINotFoundError``, ``APIConflictError`` ...) and nowhere else. A
+server that cannot be trusted or that refuses the credentials is a permanent
+``APIConfigError``: waiting does not fix a wrong CA or token.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 
 from gitsync import __version__
 from gitsync.api import Obj
 from gitsync.errors import (
     MAX_BODY,
     APIClientError,
+    APIConfigError,
     APIConflictError,
     APIError,
     APIForbiddenError,
@@ -37,8 +39,9 @@ from gitsync.errors import (
     APIServerError,
     APITimeoutError,
     APITooManyRequestsError,
-    ConfigError,
 )
+from gitsync.kubeconfig import default_namespace, pool_manager, tls_problem
+from gitsync.kubeconfig import load_configuration as load_configuration  # where callers look
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
 Params = Mapping[str, str | int | bool] | None
@@ -64,27 +67,6 @@ def resource_path(
     return "/".join(parts)
 
 
-def load_configuration(
-    kubeconfig: str | None = None, context: str | None = None
-) -> k8s_client.Configuration:
-    """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else in-cluster."""
-    cfg = k8s_client.Configuration()
-    try:
-        if kubeconfig or context:
-            k8s_config.load_kube_config(kubeconfig, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except (ConfigException, OSError):
-                # refresh_token=True: bound service-account tokens expire; the
-                # hook rereads the projected token file before it does
-                k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, KeyError) as e:
-        where = kubeconfig or "the default kubeconfig or the in-cluster service account"
-        raise ConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
-    return cfg
-
-
 class Kube:
     """A small JSON client. Thread-safe (urllib3 pools are)."""
 
@@ -94,20 +76,14 @@ class Kube:
         *,
         timeout: float = 30.0,
         pool_size: int = 64,  # enough for the sync pass's and the workers' threads
+        namespace: str = "default",
     ) -> None:
         self.config = config
         self.host = config.host.rstrip("/")
         self.timeout = timeout
-        self._pool = urllib3.PoolManager(
-            num_pools=4,
-            maxsize=pool_size,
-            cert_reqs="CERT_REQUIRED" if config.verify_ssl else "CERT_NONE",
-            ca_certs=config.ssl_ca_cert,
-            cert_file=config.cert_file,
-            key_file=config.key_file,
-            assert_hostname=config.assert_hostname,
-            server_hostname=config.tls_server_name,
-        )
+        #: the namespace of commands given no -n: the context's or the Pod's (kubectl's rule)
+        self.namespace = namespace
+        self._pool = pool_manager(config, pool_size)
         self._lock = threading.Lock()
         #: requests sent, by verb (GET, LIST, WATCH, APPLY, PATCH, ...): for metrics and benchmarks
         self.requests: collections.Counter[str] = collections.Counter()
@@ -116,7 +92,8 @@ class Kube:
     def from_kubeconfig(
         cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any
     ) -> Kube:
-        return cls(load_configuration(kubeconfig, context), **kw)
+        config = load_configuration(kubeconfig, context)
+        return cls(config, namespace=default_namespace(kubeconfig, context), **kw)
 
     # --- requests ----------------------------------------------------------
 
@@ -164,7 +141,9 @@ class Kube:
                 preload_content=True,
             )
         except urllib3.exceptions.HTTPError as e:
-            raise APITimeoutError(subject or path, f"{method} failed: {_short(e)}") from e
+            raise self._transport_error(subject or path, f"{method} failed", e) from e
+        if resp.status == 401:
+            raise self._unauthorized(subject or path)
         if resp.status >= 400:
             raise map_error(subject or path, resp.status, resp.data, resp.headers)
         if not resp.data:
@@ -198,8 +177,10 @@ class Kube:
                 preload_content=False,
             )
         except urllib3.exceptions.HTTPError as e:
-            raise APITimeoutError(subject or path, f"watch failed: {_short(e)}") from e
+            raise self._transport_error(subject or path, "watch failed", e) from e
         try:
+            if resp.status == 401:
+                raise self._unauthorized(subject or path)
             if resp.status >= 400:
                 raise map_error(subject or path, resp.status, resp.read(), resp.headers)
             buf = b""
@@ -214,6 +195,34 @@ class Kube:
         finally:
             resp.release_conn()
             resp.close()
+
+    def check(self) -> None:
+        """One cheap request (``/version``, readable by anyone authenticated), so that a
+        command fails at once, with the reason, when the server cannot be used at all."""
+        self.get("/version")
+
+    def _transport_error(self, subject: str, what: str, e: Exception) -> APIError:
+        """No reply. Temporary (a timeout, a refused connection), unless TLS says the
+        configuration is wrong: the server's certificate is not trusted, ours is refused,
+        or a certificate file cannot be read. Those are permanent and say so."""
+        problem = tls_problem(e)
+        if problem:
+            return APIConfigError(
+                subject,
+                f"TLS with the API server {self.host} failed: {problem}; check the "
+                "kubeconfig's certificate-authority, client certificate and key, and "
+                "tls-server-name",
+            )
+        return APITimeoutError(subject, f"{what}: {_short(e)}")
+
+    def _unauthorized(self, subject: str) -> APIConfigError:
+        return APIConfigError(
+            subject,
+            f"the API server {self.host} did not accept the credentials (401 Unauthorized);"
+            " check the kubeconfig's user (token, client certificate) or renew it",
+            status=401,
+            reason="Unauthorized",
+        )
 
     # --- verbs -------------------------------------------------------------
 

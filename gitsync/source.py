@@ -1,9 +1,11 @@
 """The Git source: ``ls-remote``, then a shallow fetch and checkout of exactly one commit.
 
-All git runs through GitPython's command wrapper, each call with a timeout and an
-environment built here, so that neither the user's git configuration nor anything in the
-repository can add options, helpers or protocols. GitPython exceptions stop at this module:
-callers see :class:`SourceError` (temporary: retried) or :class:`ConfigError`.
+Every git call is a child process with a timeout and an environment built here from an
+allow-list (nothing else of gitsync's own environment reaches git), so that neither the
+user's git configuration nor anything in the repository can add options, helpers or
+protocols. The cache is private (:mod:`gitsync.cache`): checked before every use, never
+trusted as found. Callers see :class:`SourceError` (temporary: retried) or
+:class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -14,29 +16,46 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import subprocess
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import git
-
+from gitsync.cache import check_private, private_dir, write_private_file
 from gitsync.errors import MAX_BODY, ConfigError, SourceError
+from gitsync.giturl import INSECURE_SCHEMES, SCP_URL, SECURE_SCHEMES, check_url, redact_url
 
 log = logging.getLogger(__name__)
 
-_SECURE_SCHEMES = ("https", "ssh", "file")
-_INSECURE_SCHEMES = ("http", "git")  # no authentication of the server, no encryption
-_SCP_URL = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 # a conservative subset of git-check-ref-format: never an option, never a revision expression
 _REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 _FETCHED = "refs/gitsync/fetched"
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
+
+# The only variables of gitsync's own environment that git gets: where programs are, and
+# the host's proxies (curl's variables, as every HTTP client honours them). No GIT_*
+# variable: GIT_PROXY_COMMAND, GIT_SSL_NO_VERIFY, GIT_CONFIG, GIT_EXEC_PATH and the rest
+# would each change what git runs or trusts.
+_ENV_ALLOWED = (
+    "PATH",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+# Above the repository's config: even a config that got past the cache checks runs nothing
+_FORCED_CONFIG = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+)
 
 # git reads these from the repository's own config; ours is written here and nowhere else
 _REPO_CONFIG = (
@@ -105,14 +124,9 @@ def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | 
     local = Path(repo).expanduser()
     if local.is_dir():
         return LocalSource(local)
-    if "://" not in repo and not _SCP_URL.fullmatch(repo):
+    if "://" not in repo and not SCP_URL.fullmatch(repo):
         raise ConfigError(f"repository {redact_url(repo)!r} is neither a directory nor a URL")
     return GitSource(repo, ref, cache_dir, **kw)
-
-
-def redact_url(text: str) -> str:
-    """Hide ``user:password@`` in every URL of ``text``."""
-    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 class GitSource:
@@ -132,7 +146,7 @@ class GitSource:
         timeout: float = 60.0,
         allow_insecure: bool = False,
     ) -> None:
-        _check_url(url, allow_insecure)
+        check_url(url, allow_insecure)
         if not _REF.fullmatch(ref):
             raise ConfigError(f"ref {ref!r} is not a valid branch, tag or commit name")
         self.url = url
@@ -157,25 +171,26 @@ class GitSource:
             return self.ref.lower()
         self._check_token_file()
         with self._lock:
+            self._ensure_repo()
             return self._ls_remote()[0]
 
     def fetch(self) -> Revision:
         """Make ``dir`` hold the ref's current commit; fetch only when it moved."""
         self._check_token_file()
         with self._lock:
+            self._ensure_repo()
             if _COMMIT.fullmatch(self.ref):
                 sha, remote_ref = self.ref.lower(), self.ref.lower()
             else:
                 sha, remote_ref = self._ls_remote()
             if self._current is not None and self._current.sha == sha:
                 return self._current
-            with self._repo() as repo:
-                if self._head(repo) != sha:
-                    sha = self._fetch(repo, remote_ref)
-                self._run(repo.git, "checkout", "--quiet", "--force", "--detach", sha)
-                self._run(repo.git, "clean", "-ffdx", "--quiet")
+            if self._head() != sha:
+                sha = self._fetch(remote_ref)
+            self._run("checkout", "--quiet", "--force", "--detach", sha)
+            self._run("clean", "-ffdx", "--quiet")
             self._current = Revision(ref=self.ref, sha=sha, dir=self._dir)
-            log.info("checked out %s from %s", self._current, self.url)
+            log.info("checked out %s from %s", self._current, self._where())
             return self._current
 
     # --- git calls -----------------------------------------------------------------------
@@ -187,9 +202,7 @@ class GitSource:
         else:
             names = [f"refs/heads/{self.ref}", f"refs/tags/{self.ref}"]
         patterns = [p for name in names for p in (name, f"{name}^{{}}")]
-        self._ensure_repo()
-        with self._repo() as repo:
-            out = self._run(repo.git, "ls-remote", "--", self.url, *patterns)
+        out = self._run("ls-remote", "--", self.url, *patterns)
         found: dict[str, str] = {}
         for line in out.splitlines():
             sha, _, name = line.partition("\t")
@@ -201,11 +214,10 @@ class GitSource:
                 return peeled, name
         raise SourceError(f"ref {self.ref!r} not found in {redact_url(self.url)}")
 
-    def _fetch(self, repo: git.Repo, remote_ref: str) -> str:
+    def _fetch(self, remote_ref: str) -> str:
         self.fetches += 1
         # --depth=1: one commit, whatever the history; "+": a force-pushed ref still moves
         self._run(
-            repo.git,
             "fetch",
             "--quiet",
             "--depth=1",
@@ -216,10 +228,10 @@ class GitSource:
             self.url,
             f"+{remote_ref}:{_FETCHED}",
         )
-        sha = self._run(repo.git, "rev-parse", "--verify", f"{_FETCHED}^{{commit}}").strip()
+        sha = self._run("rev-parse", "--verify", f"{_FETCHED}^{{commit}}")
         if self.fetches % _TIDY_EVERY == 0:
             try:
-                self._run(repo.git, "gc", "--quiet", "--prune=now")
+                self._run("gc", "--quiet", "--prune=now")
             except SourceError as e:  # housekeeping only: the checkout is still good
                 log.warning("git gc in %s failed: %s", self._dir, e)
         return sha
@@ -230,31 +242,45 @@ class GitSource:
         if token_file is not None and not os.access(token_file, os.R_OK):
             raise SourceError(f"token file {token_file} cannot be read")
 
-    def _head(self, repo: git.Repo) -> str:
+    def _head(self) -> str:
         try:
-            return self._run(repo.git, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            return self._run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
         except SourceError:
             return ""  # a fresh repository has no HEAD yet
 
-    def _run(self, g: git.Git, command: str, *args: str) -> str:
-        """One git call with our environment and timeout; failures become SourceError."""
-        try:
-            out = getattr(g, command.replace("-", "_"))(
-                *args, env=self._env, kill_after_timeout=self.timeout
-            )
-            return str(out).strip()
-        except git.GitCommandError as e:
-            error = SourceError(self._describe(command, e))
-        except (git.GitError, OSError) as e:
-            error = SourceError(f"git {command} {self._where()}: {type(e).__name__}")
-        # raised outside the handler: no GitPython exception rides along as __context__
-        raise error
+    def _run(self, command: str, *args: str) -> str:
+        """One git call in the cache repository with our environment and timeout.
 
-    def _describe(self, command: str, e: git.GitCommandError) -> str:
-        if "did not complete in" in str(e.stderr):  # GitPython's words after a kill
-            return f"git {command} {self._where()}: timed out after {self.timeout:g}s"
-        # GitPython formats it as "\n  stderr: '<text>'"
-        stderr = str(e.stderr).strip().removeprefix("stderr: '").removesuffix("'")
+        A child process of its own session, so that a timeout kills git and its helpers
+        (``git-remote-https``, ``ssh``) together; umask 077, so that nothing git writes is
+        open to other users (and the next use's checks pass).
+        """
+        try:
+            proc = subprocess.Popen(
+                ["git", command, *args],
+                cwd=self._dir,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                umask=0o077,
+            )
+        except OSError as e:
+            raise SourceError(f"git {command} {self._where()}: {e.strerror}") from None
+        try:
+            out, err = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise SourceError(
+                f"git {command} {self._where()}: timed out after {self.timeout:g}s"
+            ) from None
+        if proc.returncode != 0:
+            raise SourceError(self._describe(command, err.decode(errors="replace")))
+        return out.decode(errors="replace").strip()
+
+    def _describe(self, command: str, stderr: str) -> str:
         stderr = "; ".join(line.strip() for line in stderr.splitlines() if line.strip())
         return f"git {command} {self._where()}: {self._redact(stderr)[-MAX_BODY:]}"
 
@@ -275,73 +301,71 @@ class GitSource:
 
     # --- the cache repository ------------------------------------------------------------
 
-    @contextmanager
-    def _repo(self) -> Iterator[git.Repo]:
-        """The cache repository for one cycle; closing it stops GitPython's helper
-        processes (``git cat-file --batch``), which a daemon would otherwise pile up."""
-        try:
-            repo = git.Repo(self._dir)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            self._reset_cache()
-            repo = git.Repo(self._dir)
-        try:
-            yield repo
-        finally:
-            repo.close()  # this is Git.clear_cache(), which kills the cat-file helpers
-
     def _ensure_repo(self) -> None:
-        if (self._dir / ".git" / "HEAD").is_file():
-            return
-        self._reset_cache()
+        """Check every level of the cache git will read, then make sure there is a
+        repository; a missing or broken one (no HEAD) is started over. Everything is
+        checked before anything is made: a refused cache is left exactly as found."""
+        private_dir(self._cache_dir)
+        git_dir = self._dir / ".git"
+        usable = check_private(self._dir, directory=True) and check_private(git_dir, directory=True)
+        if usable:
+            check_private(git_dir / "config", directory=False)
+            check_private(git_dir / "hooks", directory=True)
+            usable = check_private(git_dir / "HEAD", directory=False)
+        askpass = self._home / "askpass.sh"
+        has_askpass = check_private(self._home, directory=True) and check_private(
+            askpass, directory=False
+        )
+        private_dir(self._home)
+        # written into the directory just checked; one planted there was refused above
+        if not has_askpass and self._credentials.token_file:
+            write_private_file(askpass, _ASKPASS, 0o700)
+        if not usable:
+            self._reset_cache()
 
     def _reset_cache(self) -> None:
         """Start over with an empty repository (first use, or a cache found broken)."""
         try:
+            # rmtree removes links, never what they point to
             shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir.mkdir(parents=True, mode=0o700)
-            self._home.mkdir(parents=True, mode=0o700, exist_ok=True)
-            askpass = self._home / "askpass.sh"
-            askpass.write_text(_ASKPASS)
-            askpass.chmod(0o700)
+            self._dir.mkdir(mode=0o700)
         except OSError as e:
             raise SourceError(f"cache {self._dir}: {e.strerror}") from None
-        g = git.Git(self._dir)
         # --template=: no sample hooks or info files copied from the host's git install
-        self._run(g, "init", "--quiet", "--template=")
+        self._run("init", "--quiet", "--template=")
         for key, value in _REPO_CONFIG:
-            self._run(g, "config", key, value)
+            self._run("config", key, value)
         self._current = None
 
     def _environment(self, allow_insecure: bool) -> dict[str, str]:
         git_dir = str(self._dir / ".git")
-        protocols = [*_SECURE_SCHEMES, *(_INSECURE_SCHEMES if allow_insecure else ())]
+        protocols = [*SECURE_SCHEMES, *(INSECURE_SCHEMES if allow_insecure else ())]
         creds = self._credentials
-        env = {
+        env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
+        env |= {
+            # git's messages are matched (a timeout, a missing ref): the same words everywhere
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
             "GIT_TERMINAL_PROMPT": "0",  # never wait for a human
             "GIT_ALLOW_PROTOCOL": ":".join(protocols),  # no ext::, fd::, or insecure ones
             # the user's and the system's git config must not add helpers, insteadOf
             # rewrites or an sshCommand: HOME is ours and empty, and no global file is read
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_COUNT": "0",
-            "GIT_CONFIG_PARAMETERS": "",
             "HOME": str(self._home),
             "XDG_CONFIG_HOME": str(self._home / ".config"),
-            # GitPython starts from os.environ; git hooks export these (a gitsync run from a
-            # pre-push hook would otherwise write into the user's own repository)
+            # explicit, so git never searches upwards into a repository around the cache
             "GIT_DIR": git_dir,
             "GIT_WORK_TREE": str(self._dir),
-            "GIT_COMMON_DIR": git_dir,
-            "GIT_INDEX_FILE": f"{git_dir}/index",
-            "GIT_OBJECT_DIRECTORY": f"{git_dir}/objects",
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
-            "GIT_NAMESPACE": "",
             "GIT_TRACE_REDACT": "1",
             "GIT_SSH_COMMAND": _ssh_command(creds, self.timeout),
             # without a token, any credential prompt fails at once ("false" prints nothing)
             "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
             "SSH_ASKPASS": "false",
+            "GIT_CONFIG_COUNT": str(len(_FORCED_CONFIG)),
         }
+        for i, (key, value) in enumerate(_FORCED_CONFIG):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
         if creds.token_file is not None:
             # absolute, not resolved: a mounted Secret is a symlink into a timestamped
             # directory that Kubernetes replaces when the Secret rotates
@@ -361,29 +385,3 @@ def _ssh_command(creds: Credentials, timeout: float) -> str:
     if creds.known_hosts_file is not None:
         args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file.absolute()}"]
     return shlex.join(args)
-
-
-def _check_url(url: str, allow_insecure: bool) -> None:
-    """Refuse what git must never be handed: embedded secrets, odd transports, options."""
-    if not url or url.startswith("-") or any(c.isspace() or ord(c) < 32 for c in url):
-        raise ConfigError("the repository URL is empty or contains spaces or control characters")
-    if _SCP_URL.fullmatch(url):
-        return  # user@host:path, i.e. ssh
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if parts.password is not None or (scheme in ("https", "http") and parts.username):
-        # the message must not echo the URL: it holds the secret
-        raise ConfigError(
-            "the repository URL must not contain credentials; give a token file instead"
-        )
-    if scheme in _INSECURE_SCHEMES and not allow_insecure:
-        raise ConfigError(
-            f"{scheme}:// is neither authenticated nor encrypted; allow it explicitly"
-            " (--allow-insecure-git) to use it"
-        )
-    if scheme not in (*_SECURE_SCHEMES, *_INSECURE_SCHEMES) or "::" in url.split("/", 1)[0]:
-        raise ConfigError(f"unsupported repository URL scheme {scheme!r}")
-    if scheme != "file" and not parts.hostname:
-        raise ConfigError(f"the repository URL {url!r} has no host")
-    if (parts.hostname or "").startswith("-"):  # ssh://-oProxyCommand=...: not a host
-        raise ConfigError(f"the repository URL {url!r} has an invalid host")

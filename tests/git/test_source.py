@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gitsync.errors import ConfigError, SourceError
+from gitsync.giturl import redact_url
 from gitsync.manifests import load
 from gitsync.source import (
     Credentials,
@@ -19,7 +20,6 @@ from gitsync.source import (
     LocalSource,
     Revision,
     open_source,
-    redact_url,
 )
 
 if TYPE_CHECKING:  # fixtures bring the objects; only their types are imported
@@ -354,6 +354,73 @@ def test_redact_url() -> None:
         redact_url(text)
         == "fatal: unable to access 'https://***@h.example/r.git/': x; ssh://***@h/r"
     )
+
+
+SECRET = "glpat-s3cr3t"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        (f"https://user:{SECRET}@host/r.git", "https://***@host/r.git"),
+        (f"https://{SECRET}@host/r.git", "https://***@host/r.git"),
+        (f"https:/user:{SECRET}@host/r.git", "https:/***@host/r.git"),
+        (f"https:user:{SECRET}@host/r.git", "https:***@host/r.git"),
+        (f"HTTPS:///user:{SECRET}@host/r.git", "HTTPS:///***@host/r.git"),
+        (f"user:{SECRET}@host/r", "***@host/r"),
+        (f"{SECRET}:x-oauth-basic@github.com/o/r", "***@github.com/o/r"),
+        (f"https://u:p@{SECRET}@host/r", "https://***@***@host/r"),  # an "@" in the password
+        (f"https://host/r.git?private_token={SECRET}", "https://host/r.git?***"),
+        (
+            f"https://host/r.git/info/refs?a=1&access_token={SECRET}",
+            "https://host/r.git/info/refs?***",
+        ),
+        (f"https://host/r.git#{SECRET}", "https://host/r.git?***"),
+        (
+            f"fatal: unable to access 'https:/u:{SECRET}@h/r/': x",
+            "fatal: unable to access 'https:/***@h/r/': x",
+        ),
+        ("ssh://git@h/r and git@h:o/r", "ssh://***@h/r and ***@h:o/r"),
+        ("no URL here? none at all.", "no URL here? none at all."),
+    ],
+)
+def test_redact_url_in_every_spelling(text: str, redacted: str) -> None:
+    assert redact_url(text) == redacted
+
+
+@pytest.mark.parametrize(
+    "repo",
+    [
+        f"https:/user:{SECRET}@127.0.0.1/r.git",
+        f"https:user:{SECRET}@127.0.0.1/r.git",
+        f"user:{SECRET}@127.0.0.1/r",
+        f"https://127.0.0.1:1/r.git?private_token={SECRET}",
+        f"ssh://-oProxyCommand=x:{SECRET}@h/r",
+    ],
+)
+def test_no_token_of_a_malformed_url_is_printed(
+    repo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from gitsync.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    args = ["validate", "--repo", repo, "--git-timeout", "10"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and result.output.startswith("error: "), result.output
+    assert SECRET not in result.output
+
+
+def test_no_token_of_a_query_string_in_a_failing_fetch(
+    dead_url: str, cache_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    source = GitSource(f"{dead_url}?private_token={SECRET}", "main", cache_dir, allow_insecure=True)
+    with pytest.raises(SourceError, match="Failed to connect") as info:
+        source.fetch()
+    assert SECRET not in str(info.value) and "?***" in str(info.value)
+    assert all(SECRET not in r.getMessage() for r in caplog.records)
 
 
 def test_user_git_config_and_hook_environment_are_ignored(

@@ -1,0 +1,141 @@
+"""Where the API server is and how to reach it, as kubectl finds out: the kubeconfig (or,
+in a Pod, the service account), its TLS settings and proxy, and the namespace a command
+uses when no flag names one. Also which transport failures mean that this configuration,
+not the network, is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import should_bypass_proxies
+from kubernetes.config.config_exception import ConfigException
+
+from gitsync.errors import ConfigError
+
+#: where kubelet puts the Pod's own namespace (a module attribute: tests point it elsewhere)
+SERVICEACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def load_configuration(
+    kubeconfig: str | None = None, context: str | None = None
+) -> k8s_client.Configuration:
+    """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else in-cluster."""
+    cfg = k8s_client.Configuration()
+    try:
+        if kubeconfig or context:
+            k8s_config.load_kube_config(kubeconfig, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            except (ConfigException, OSError):
+                # refresh_token=True: bound service-account tokens expire; the
+                # hook rereads the projected token file before it does
+                k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, KeyError) as e:
+        where = kubeconfig or "the default kubeconfig or the in-cluster service account"
+        raise ConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
+    return cfg
+
+
+def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """kubectl's namespace when no ``-n`` is given: the kubeconfig context's, else, in a
+    Pod (no kubeconfig), the Pod's own (``POD_NAMESPACE``, then the service account's
+    namespace file, as client-go reads them), else ``default``.
+
+    The same kubeconfig-then-in-cluster order as :func:`load_configuration`; a kubeconfig
+    that cannot be read gives ``default`` here (loading it says why).
+    """
+    try:
+        contexts, current = k8s_config.list_kube_config_contexts(kubeconfig)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, KeyError, TypeError):
+        if kubeconfig or context:
+            return "default"
+        return _in_cluster_namespace()
+    if context:
+        current = next((c for c in contexts or [] if c.get("name") == context), None)
+    namespace = ((current or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
+def _in_cluster_namespace() -> str:
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICEACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def pool_manager(config: k8s_client.Configuration, pool_size: int) -> urllib3.PoolManager:
+    """A pool with the configuration's TLS settings and, unless ``no_proxy`` names the
+    server, its proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY`` ...): the
+    rule of the ``kubernetes`` client that loaded the configuration."""
+    kw: dict[str, Any] = {
+        "num_pools": 4,
+        "maxsize": pool_size,
+        "cert_reqs": "CERT_REQUIRED" if config.verify_ssl else "CERT_NONE",
+        "ca_certs": config.ssl_ca_cert,
+        "cert_file": config.cert_file,
+        "key_file": config.key_file,
+        "assert_hostname": config.assert_hostname,
+        "server_hostname": config.tls_server_name,
+    }
+    proxy = config.proxy
+    if not proxy or should_bypass_proxies(config.host, no_proxy=config.no_proxy or ""):
+        return urllib3.PoolManager(**kw)
+    parts = urlsplit(proxy)
+    where = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    headers = dict(config.proxy_headers or {})
+    if parts.username is not None:  # credentials in proxy-url: Basic auth, as curl does
+        auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers |= urllib3.make_headers(proxy_basic_auth=auth)
+    if parts.scheme.lower().startswith("socks"):
+        try:
+            from urllib3.contrib.socks import SOCKSProxyManager
+        except ImportError:
+            raise ConfigError(
+                f"proxy {where}: a SOCKS proxy needs the PySocks package installed"
+            ) from None
+        return SOCKSProxyManager(proxy, **kw)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"proxy {where}: only http, https and socks proxies are supported")
+    return urllib3.ProxyManager(
+        proxy, proxy_headers=headers, proxy_ssl_context=config.proxy_ssl_context, **kw
+    )
+
+
+def tls_problem(e: BaseException) -> str:
+    """What is wrong with the TLS configuration, if ``e`` (or what it wraps) says so."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [e]
+    while todo:
+        cur = todo.pop()
+        if cur in seen:
+            continue
+        seen.append(cur)
+        todo += [a for a in cur.args if isinstance(a, BaseException)]
+        todo += [x for x in (cur.__cause__, cur.__context__) if x is not None]
+    for cur in seen:
+        if isinstance(cur, ssl.SSLCertVerificationError):
+            return f"the server's certificate is not trusted ({cur.verify_message})"
+        if isinstance(cur, ssl.SSLError) and "ALERT" in str(cur.reason or ""):
+            # the server ended the handshake on purpose: no network trouble, a refusal
+            return (
+                f"the server refused the handshake ({cur.reason}): a client certificate it"
+                " does not accept, or TLS settings it does not support"
+            )
+        if isinstance(cur, OSError) and not isinstance(cur, ssl.SSLError) and cur.filename:
+            return f"cannot read {cur.filename}: {cur.strerror}"
+        if isinstance(cur, (FileNotFoundError, PermissionError)):
+            return f"cannot read a certificate or key file: {cur.strerror}"
+        if isinstance(cur, ssl.SSLError) and cur.library == "PEM":
+            return f"a certificate or key file is not valid PEM ({cur.reason})"
+    return ""
