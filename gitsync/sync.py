@@ -43,6 +43,11 @@ from gitsync.source import Revision, Source
 from gitsync.state import StateWriter, SyncState
 from gitsync.status import SyncInfo, now
 
+#: deletes tried per pruned MyApp when it changed between the read and the delete
+_PRUNE_ATTEMPTS = 3
+#: how long a prune waits for the watch to bring a MyApp's newer version
+_CACHE_CATCH_UP_SECONDS = 2.0
+
 log = logging.getLogger(__name__)
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed"]
@@ -297,24 +302,9 @@ class Syncer:
                 result.prune_skipped = "the sync was interrupted; the rest is not pruned"
                 log.warning("prune stopped before %s: shutdown, or leadership lost", who)
                 return
-            obj = self.controller.myapps.get(key)
-            if (
-                obj is None
-                or obj["metadata"].get("uid") != tracked[key]["metadata"]["uid"]
-                or (obj["metadata"].get("labels") or {}).get(SOURCE_LABEL) != self.source_label
-            ):
-                # gone, replaced, or relabelled by another instance since the pass began
-                continue
             try:
-                self.controller.applier.delete(
-                    KIND, ns, name, obj["metadata"]["uid"], obj["metadata"].get("resourceVersion")
-                )
-            except APINotFoundError:
-                continue  # deleted meanwhile: what prune wanted
-            except APIConflictError:
-                # changed between our read and the delete: judged again next pass
-                log.info("not pruned: changed since it was read", extra={"key": key})
-                continue
+                if not self._prune_one(key, tracked[key]["metadata"]["uid"]):
+                    continue
             except APIError as e:
                 result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
                 continue
@@ -322,6 +312,44 @@ class Syncer:
             self.controller.sync_info.pop(key, None)
             result.objects.append(ObjectResult(who, "pruned"))
             log.info("pruned", extra={"key": key})
+
+    def _prune_one(self, key: str, uid: str) -> bool:
+        """Delete one tracked MyApp if it is still this instance's as the cache shows it;
+        whether it was deleted. The delete carries the resourceVersion that was checked,
+        so a relabel by another instance in between is never overridden. A 409 is most
+        often a status write the cache has not seen yet: judged again once it has."""
+        ns, name = key.split("/", 1)
+        for _ in range(_PRUNE_ATTEMPTS):
+            obj = self.controller.myapps.get(key)
+            meta = obj["metadata"] if obj is not None else {}
+            if (
+                obj is None
+                or meta.get("uid") != uid
+                or (meta.get("labels") or {}).get(SOURCE_LABEL) != self.source_label
+            ):
+                return False  # gone, replaced, or relabelled since the pass began
+            if self.cancel.is_set() or not self.controller.is_leader():
+                return False  # the caller stops the prune before the next key
+            version = meta.get("resourceVersion")
+            try:
+                self.controller.applier.delete(KIND, ns, name, uid, version)
+                return True
+            except APINotFoundError:
+                return False  # deleted meanwhile: what prune wanted
+            except APIConflictError:
+                self._await_newer(key, version)
+        log.info("not pruned: changed since it was read", extra={"key": key})
+        return False  # judged again next pass
+
+    def _await_newer(self, key: str, version: str | None) -> None:
+        """Wait (bounded, and cut short by shutdown) until the cache holds another
+        version of ``key`` than ``version``."""
+        deadline = time.monotonic() + _CACHE_CATCH_UP_SECONDS
+        while time.monotonic() < deadline and not self.cancel.is_set():
+            obj = self.controller.myapps.get(key)
+            if obj is None or obj["metadata"].get("resourceVersion") != version:
+                return
+            self.cancel.wait(0.05)
 
     def _record(self, result: SyncResult, start: float) -> None:
         result.seconds = time.monotonic() - start
