@@ -21,7 +21,7 @@ from typing import Any
 import click
 import yaml
 
-from gitsync import __version__, logs, manifests, prune
+from gitsync import __version__, kubeconfig, logs, manifests, prune
 from gitsync import diff as difflib
 from gitsync import instance as instancelib
 from gitsync.api import (
@@ -48,7 +48,7 @@ from gitsync.cli_options import (
     sync_options,
 )
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import ConfigError, one_line
+from gitsync.errors import ConfigError, one_line, printable
 from gitsync.kube import Kube, resource_path
 from gitsync.kubeconfig import default_namespace
 from gitsync.plan import Settings
@@ -107,17 +107,11 @@ def _allowed(kw: dict[str, Any]) -> frozenset[str] | None:
 
 
 #: where the kubelet mounts the Pod's namespace next to its ServiceAccount token
-POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
 def _denied(kw: dict[str, Any]) -> tuple[str, ...]:
     patterns = [p.strip() for p in (kw.get("denied_namespaces") or "").split(",") if p.strip()]
-    try:
-        # in a Pod, its own namespace holds gitsync's Secrets and ServiceAccount: a
-        # MyApp there could mount them
-        own = POD_NAMESPACE_FILE.read_text().strip()
-    except OSError:
-        own = ""
+    # in a Pod, its own namespace holds gitsync's Secrets and ServiceAccount: a MyApp
+    # there could mount them
+    own = kubeconfig.own_namespace()
     return tuple(dict.fromkeys([*patterns, *([own] if own else [])]))
 
 
@@ -474,7 +468,7 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
         if c.writes:
             click.echo(difflib.unified(c.subject, c.live, c.desired, color), nl=False)
         elif c.action == "failed":
-            click.echo(f"error: {c.subject}: {c.reason}", err=True)
+            click.echo(f"error: {c.subject}: {printable(c.reason)}", err=True)
     for c in changes.changes:
         if c.writes or c.action == "failed" or not (c.reason or c.paths):
             continue
@@ -482,7 +476,7 @@ def _print_diff(changes: ChangeSet, color: bool) -> None:
         for d in c.diff:
             old, new = json.dumps(d.old, default=str), json.dumps(d.new, default=str)
             click.echo(f"{what} {c.subject} {d.path}: live {old}, git {new}")
-        click.echo(f"{what} {c.subject}: {c.reason}")
+        click.echo(f"{what} {c.subject}: {printable(c.reason)}")
 
 
 @main.command()

@@ -16,8 +16,9 @@ INSECURE_SCHEMES = ("http", "git")  # no authentication of the server, no encryp
 SCP_URL = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+")
 # userinfo in any spelling: "https://u:t@h", "https:/u:t@h", "https:u:t@h", "u:t@h". A known
 # scheme is kept (any word before a ":" might be a token: "<token>:x-oauth-basic@h"), the
-# rest of the run goes, up to its last "@" (a password may hold an "@")
-_URL_USERINFO = re.compile(r"((?:(?i:https?|ssh|git|file|git\+ssh|ssh\+git):)?/*)[^\s/@'\"<>]+@")
+# rest of the word goes, up to its last "@" (a password may hold an "@" or a "/"): a path
+# that holds an "@" is hidden too, which costs a message nothing
+_URL_USERINFO = re.compile(r"((?:(?i:https?|ssh|git|file|git\+ssh|ssh\+git):)?/*)[^\s'\"<>]*@")
 # a query string or fragment after a URL-ish word: "?private_token=..." (prose ends a "?")
 _URL_QUERY = re.compile(r"(?<=[^\s'\"<>?])[?#][^\s'\"<>]+")
 

@@ -66,12 +66,18 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
 
 
 def _in_cluster_namespace() -> str:
+    return own_namespace() or "default"
+
+
+def own_namespace() -> str | None:
+    """The namespace of the Pod gitsync runs in (``POD_NAMESPACE``, then the service
+    account's namespace file, as client-go reads them), or None outside a Pod."""
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
     try:
-        return SERVICEACCOUNT_NAMESPACE.read_text().strip() or "default"
+        return SERVICEACCOUNT_NAMESPACE.read_text().strip() or None
     except OSError:
-        return "default"
+        return None
 
 
 def pool_manager(config: k8s_client.Configuration, pool_size: int) -> urllib3.PoolManager:

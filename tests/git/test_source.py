@@ -369,7 +369,9 @@ SECRET = "glpat-s3cr3t"
         (f"HTTPS:///user:{SECRET}@host/r.git", "HTTPS:///***@host/r.git"),
         (f"user:{SECRET}@host/r", "***@host/r"),
         (f"{SECRET}:x-oauth-basic@github.com/o/r", "***@github.com/o/r"),
-        (f"https://u:p@{SECRET}@host/r", "https://***@***@host/r"),  # an "@" in the password
+        (f"https://u:p@{SECRET}@host/r", "https://***@host/r"),  # an "@" in the password
+        (f"https://oauth2:{SECRET}/x@host/r", "https://***@host/r"),  # a "/" in the password
+        (f"user:{SECRET}/x@host/r", "***@host/r"),
         (f"https://host/r.git?private_token={SECRET}", "https://host/r.git?***"),
         (
             f"https://host/r.git/info/refs?a=1&access_token={SECRET}",

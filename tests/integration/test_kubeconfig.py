@@ -36,14 +36,12 @@ IN_POD = """\
 import sys
 from pathlib import Path
 from kubernetes.config import incluster_config, kube_config
-import gitsync.cli
 import gitsync.kubeconfig
 token, ca, namespace = sys.argv[1:4]
 incluster_config.SERVICE_TOKEN_FILENAME = token
 incluster_config.SERVICE_CERT_FILENAME = ca
 kube_config.KUBE_CONFIG_DEFAULT_LOCATION = "/nonexistent/kubeconfig"
 gitsync.kubeconfig.SERVICEACCOUNT_NAMESPACE = Path(namespace)
-gitsync.cli.POD_NAMESPACE_FILE = Path(namespace)
 from gitsync.cli import main
 sys.argv = ["gitsync", *sys.argv[4:]]
 main()

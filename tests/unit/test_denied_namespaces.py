@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from gitsync import cli
+from gitsync import cli, kubeconfig
 from gitsync.manifests import load
 from gitsync.schema import denied_by
 
@@ -86,9 +86,10 @@ def test_in_a_pod_its_own_namespace_is_denied(
 ) -> None:
     pod_ns = tmp_path / "namespace"
     pod_ns.write_text("gitsync-prod\n")
-    monkeypatch.setattr(cli, "POD_NAMESPACE_FILE", pod_ns)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setattr(kubeconfig, "SERVICEACCOUNT_NAMESPACE", pod_ns)
     assert cli._denied({"denied_namespaces": "kube-*"}) == ("kube-*", "gitsync-prod")
-    monkeypatch.setattr(cli, "POD_NAMESPACE_FILE", tmp_path / "absent")
+    monkeypatch.setattr(kubeconfig, "SERVICEACCOUNT_NAMESPACE", tmp_path / "absent")
     assert cli._denied({"denied_namespaces": "kube-*, team-?"}) == ("kube-*", "team-?")
 
 
