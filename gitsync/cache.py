@@ -69,7 +69,26 @@ def private_dir(path: Path) -> Path:
         except OSError as e:
             raise SourceError(f"cache {path}: cannot create it: {e.strerror}") from None
         check_private(path, directory=True)
+    _check_ancestors(path)
     return path
+
+
+def _check_ancestors(path: Path) -> None:
+    """Refuse a cache under a directory of another (non-root) user: its owner could
+    rename the checked directory away and put their own in its place between the check
+    and git's use of it. A directory that others may write to (a shared group directory,
+    a volume mounted mode 0777) is the operator's to secure: refusing it would refuse
+    every emptyDir, whose mount point is 0777 and root's."""
+    for parent in path.absolute().parents:
+        try:
+            owner = os.stat(parent).st_uid
+        except OSError as e:
+            raise SourceError(f"cache {path}: {parent}: {e.strerror}") from None
+        if owner not in (0, os.geteuid()):
+            raise SourceError(
+                f"cache {path} is inside {parent}, owned by uid {owner}: refusing to use it"
+                " (its owner could replace it); choose another --cache-dir"
+            )
 
 
 def write_private_file(path: Path, text: str, mode: int = 0o600) -> None:

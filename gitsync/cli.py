@@ -90,6 +90,7 @@ def _source(kw: dict[str, Any]) -> Any:
         username=kw.get("git_username") or "git",
         ssh_key_file=kw.get("ssh_key_file"),
         known_hosts_file=kw.get("known_hosts_file"),
+        ca_file=kw.get("git_ca_file"),
     )
     return open_source(
         kw["repo"],

@@ -139,6 +139,13 @@ def source_options(required: bool) -> Callable[[F], F]:
                     help="known_hosts for SSH; host keys are always checked.",
                 ),
                 opt(
+                    "--git-ca-file",
+                    env="GIT_CA_FILE",
+                    type=click.Path(path_type=Path),
+                    help="CA certificates (PEM) of the Git server's HTTPS certificate, "
+                    "for a private CA.",
+                ),
+                opt(
                     "--git-timeout",
                     env="GIT_TIMEOUT",
                     type=float,

@@ -50,11 +50,14 @@ _ENV_ALLOWED = (
     "ALL_PROXY",
     "no_proxy",
     "NO_PROXY",
+    # the user's ssh-agent, for a CLI user's own keys: ssh reads it, git does not
+    "SSH_AUTH_SOCK",
 )
 # Above the repository's config: even a config that got past the cache checks runs nothing
 _FORCED_CONFIG = (
     ("core.hooksPath", os.devnull),
     ("core.fsmonitor", "false"),
+    ("credential.helper", ""),  # an empty value clears every helper configured before
 )
 
 # git reads these from the repository's own config; ours is written here and nowhere else
@@ -96,6 +99,8 @@ class Credentials:
     username: str = "git"
     ssh_key_file: Path | None = None
     known_hosts_file: Path | None = None
+    #: CA certificates that sign the Git server's HTTPS certificate (a private CA)
+    ca_file: Path | None = None
 
 
 class Source(Protocol):
@@ -362,9 +367,14 @@ class GitSource:
             # without a token, any credential prompt fails at once ("false" prints nothing)
             "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
             "SSH_ASKPASS": "false",
-            "GIT_CONFIG_COUNT": str(len(_FORCED_CONFIG)),
         }
-        for i, (key, value) in enumerate(_FORCED_CONFIG):
+        forced = list(_FORCED_CONFIG)
+        if creds.ca_file is not None:
+            # a flag, not GIT_SSL_CAINFO from the environment: what git trusts is said
+            # on purpose, never inherited
+            forced.append(("http.sslCAInfo", str(creds.ca_file.absolute())))
+        env["GIT_CONFIG_COUNT"] = str(len(forced))
+        for i, (key, value) in enumerate(forced):
             env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
         if creds.token_file is not None:
             # absolute, not resolved: a mounted Secret is a symlink into a timestamped

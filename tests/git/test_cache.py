@@ -254,3 +254,16 @@ def test_the_pods_cache_is_a_private_directory_inside_its_volume(url: str, tmp_p
     below = volume / Path(cache).name
     GitSource(url, "main", below).fetch()
     assert below.stat().st_mode & 0o777 == 0o700  # (setgid, inherited from the volume, stays)
+
+
+@needs_root
+def test_a_cache_inside_another_users_directory_is_refused(
+    upstream: Upstream, url: str, tmp_path: Path
+) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, OTHER_UID, -1)
+    cache = theirs / "cache"
+    cache.mkdir(mode=0o700)  # ours, private: but its parent is another user's
+    with pytest.raises(SourceError, match=rf"inside {theirs}, owned by uid {OTHER_UID}"):
+        GitSource(url, "main", cache).fetch()

@@ -173,3 +173,50 @@ def test_no_variable_of_gitsyncs_environment_reaches_git_unless_allowed(
     assert env["https_proxy"] == "http://proxy.example:3128"  # curl's proxy variables pass
     assert env["PATH"] == os.environ["PATH"]
     assert env["GIT_CONFIG_KEY_0"] == "core.hooksPath"
+
+
+def test_a_private_ca_is_trusted_through_the_flag_only(
+    https_git: tuple[HttpGit, Path],
+    upstream: Upstream,
+    tmp_path: Path,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, cert = https_git
+    upstream.commit({"a.yaml": APP})
+    token = tmp_path / "token"
+    token.write_text(server.token)
+    # the environment's CA is not git's: only what gitsync is told to trust counts
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(cert))
+    without = GitSource(server.url, "main", cache_dir, credentials=Credentials(token_file=token))
+    with pytest.raises(SourceError, match=r"certificate|SSL|TLS"):
+        without.fetch()
+    creds = Credentials(token_file=token, ca_file=cert)
+    rev = GitSource(server.url, "main", cache_dir, credentials=creds).fetch()
+    assert (rev.dir / "a.yaml").read_text() == APP
+
+
+def test_a_credential_helper_in_the_repository_config_is_never_run(
+    http_git: HttpGit, upstream: Upstream, tmp_path: Path, cache_dir: Path
+) -> None:
+    """Second line of defence behind the cache checks: a helper that got into the
+    repository's config (``credential.helper=!cmd``) runs nothing, even when the server
+    asks for credentials gitsync does not have."""
+    upstream.commit({"a.yaml": APP})
+    token = tmp_path / "token"
+    token.write_text(http_git.token)
+    creds = Credentials(token_file=token)
+    GitSource(http_git.url, "main", cache_dir, credentials=creds, allow_insecure=True).fetch()
+    mark = tmp_path / "helper-ran"
+    helper = marking_script(tmp_path / "helper.sh", mark)
+    source = GitSource(http_git.url, "main", cache_dir, allow_insecure=True)  # no token now
+    git_dir = source._dir / ".git"
+    subprocess.run(
+        ["git", "--git-dir", str(git_dir), "config", "credential.helper", f"!{helper}"],
+        check=True,
+        timeout=30,
+    )
+    upstream.commit({"b.yaml": APP})
+    with pytest.raises(SourceError):
+        source.fetch()  # the server wants a password: a helper would be asked for one
+    assert not mark.exists()
