@@ -90,7 +90,14 @@ class Daemon:
             max_body=webhook.MAX_BODY,
         )
         try:
-            self.http = Server(_address(options.listen), self.handle, limits, self.metrics)
+            self.http = Server(
+                _address(options.listen),
+                self.handle,
+                limits,
+                self.metrics,
+                # probes never queue behind a webhook a standby is passing to the leader
+                inline=lambda r: r.method == "GET" and r.path in ("/healthz", "/readyz"),
+            )
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e
 

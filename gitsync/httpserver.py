@@ -88,8 +88,12 @@ class Server:
         limits: Limits | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        inline: Callable[[Request], bool] = lambda _request: False,
     ) -> None:
         self.handler = handler
+        #: requests answered by the loop itself, not queued for a worker: cheap routes
+        #: (probes) that must never wait behind a slow one
+        self.inline = inline
         self.limits = limits or Limits()
         self.metrics = metrics
         self._clock = clock
@@ -198,7 +202,9 @@ class Server:
                 self._accept_paused_until = self._clock() + 0.1
                 return
             sock.setblocking(False)
-            if len(self._conns) >= self.limits.max_connections and not self._evict_oldest():
+            if len(self._conns) >= self.limits.max_connections and not self._evict_oldest(
+                ("head", "body"), "connections"
+            ):
                 self._refuse(sock)
                 continue
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
@@ -206,25 +212,27 @@ class Server:
             self._conns[sock] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
-    def _evict_oldest(self) -> bool:
-        """Make room by dropping the connection that has been sending its request longest.
+    def _evict_oldest(self, states: tuple[State, ...], reason: str) -> bool:
+        """Make room by dropping the connection (in one of ``states``) that has been
+        sending its request longest.
 
         Refusing the newcomer instead would let whoever holds the connections first keep
         them, probes (and the kubelet's restarts) included; the oldest unfinished request
         is the likeliest to be a slow client, and a real one is retried.
         """
-        reading = [c for c in self._conns.values() if c.state in ("head", "body")]
+        reading = [c for c in self._conns.values() if c.state in states]
         if not reading:
             return False
         oldest = min(reading, key=lambda c: c.deadline)
-        self._close(oldest, refused=True)
+        self._close(oldest, refused=reason)
         return True
 
-    def _refuse(self, sock: socket.socket) -> None:
-        self._count("connections")
+    def _refuse(self, sock: socket.socket, reason: str = "connections") -> None:
+        self._count(reason)
+        text = "too many connections\n" if reason == "connections" else "busy, retry\n"
         # best effort and never waited for: this costs the server nothing more
         with contextlib.suppress(OSError):
-            sock.send(render(Response(503, "too many connections\n")))
+            sock.send(render(Response(503, text)))
         sock.close()
 
     def _receive(self, conn: _Conn) -> None:
@@ -260,8 +268,12 @@ class Server:
             raise BadRequest(431, "request headers too large", "too_large")
         method, path, message = parse_head(bytes(conn.buf[: end + 4]))
         length = body_length(method, message, self.limits.max_body)
-        if self._buffered + length > self.limits.max_buffered:
-            raise BadRequest(503, "busy: too many request bodies at once, retry", "busy")
+        while self._buffered + length > self.limits.max_buffered:
+            # bodies are reserved before anything is verified: without making room, a
+            # few clients announcing large bodies and trickling them would turn every
+            # real delivery away until their deadline
+            if not self._evict_oldest(("body",), "busy"):
+                raise BadRequest(503, "busy: too many request bodies at once, retry", "busy")
         self._buffered += length
         conn.reserved = length
         conn.method, conn.path, conn.need = method, path, length
@@ -271,10 +283,14 @@ class Server:
 
     def _dispatch(self, conn: _Conn) -> None:
         body = bytes(conn.buf[: conn.need])
+        request = Request(conn.method, conn.path, conn.headers, body, conn.peer)
         conn.buf = bytearray()
+        if self.inline(request):
+            self._answer(conn, self._call(request))
+            return
         conn.state = "handling"
         self._selector.unregister(conn.sock)
-        self._work.put((conn, Request(conn.method, conn.path, conn.headers, body, conn.peer)))
+        self._work.put((conn, request))
 
     def _answer(self, conn: _Conn, response: Response) -> None:
         # method and path are the client's: quoted, so they cannot forge a log line
@@ -329,14 +345,14 @@ class Server:
         self._buffered -= conn.reserved
         conn.reserved = 0
 
-    def _close(self, conn: _Conn, refused: bool = False) -> None:
+    def _close(self, conn: _Conn, refused: str = "") -> None:
         self._release(conn)
         self._conns.pop(conn.sock, None)
         if conn.state != "handling":
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(conn.sock)
         if refused:
-            self._refuse(conn.sock)
+            self._refuse(conn.sock, refused)
         else:
             conn.sock.close()
 
@@ -345,14 +361,16 @@ class Server:
     def _worker(self) -> None:
         while (item := self._work.get()) is not None:
             conn, request = item
-            try:
-                response = self.handler(request)
-            except Exception:
-                # a bug in one route must not take the server down
-                log.exception("http: %s %s failed", quote(request.method), quote(request.path))
-                response = Response(500, "internal error\n")
-            self._done.put((conn, response))
+            self._done.put((conn, self._call(request)))
             self._wake()
+
+    def _call(self, request: Request) -> Response:
+        try:
+            return self.handler(request)
+        except Exception:
+            # a bug in one route must not take the server down
+            log.exception("http: %s %s failed", quote(request.method), quote(request.path))
+            return Response(500, "internal error\n")
 
     def _wake(self) -> None:
         # OSError: the buffer is full, so the loop is awake anyway

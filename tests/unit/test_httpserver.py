@@ -215,15 +215,19 @@ def test_bodies_and_headers_are_capped() -> None:
         assert exchange(server, big_head)[0] == 431
         endless_head = b"GET /x HTTP/1.1\r\nX-Pad: " + b"p" * 5000  # never ends
         assert exchange(server, endless_head)[0] == 431
-        # bodies held across connections: a second large one waits its turn (503)
+        # bodies held across connections: one that fits is served beside a trickling one
         with connect(server) as first:
             first.sendall(post % 100 + b"x" * 10)
             settle(lambda: server.reserved_body_bytes() == 100)
-            assert exchange(server, post % 60 + b"y" * 60)[0] == 503
             assert exchange(server, post % 50 + b"y" * 50)[0] == 200  # still fits
             first.sendall(b"x" * 90)
             assert read_response(first)[2] == b"POST /hook 100\n"
-        assert exchange(server, post % 60 + b"y" * 60)[0] == 200  # freed
+        # one that does not fit makes the oldest unfinished body go (see below)
+        with connect(server) as first:
+            first.sendall(post % 100 + b"x" * 10)
+            settle(lambda: server.reserved_body_bytes() == 100)
+            assert exchange(server, post % 60 + b"y" * 60)[0] == 200
+            assert read_response(first)[0] == 503
     assert metrics.get("gitsync_http_refused_total", reason="too_large") == 3
     assert metrics.get("gitsync_http_refused_total", reason="busy") == 1
 
@@ -238,3 +242,62 @@ def test_listen_backlog_is_raised() -> None:
     # for a listening socket, ss shows the backlog as Send-Q (capped by net.core.somaxconn)
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
     assert int(out[2]) == min(1024, somaxconn) > 5
+
+
+def test_probes_answer_while_every_worker_is_busy() -> None:
+    """A standby passing webhooks to the leader can hold every worker for the renew
+    deadline; the kubelet's probes must still answer at once."""
+    release = threading.Event()
+
+    def handler(request: Request) -> Response:
+        if request.path == "/slow":
+            release.wait(20)
+        return Response(200, "ok\n")
+
+    limits = Limits(workers=2)
+    server = Server(
+        ("127.0.0.1", 0), handler, limits, inline=lambda r: r.path in ("/healthz", "/readyz")
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    slow = [connect(server) for _ in range(limits.workers + 2)]
+    try:
+        for sock in slow:
+            sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        settle(lambda: server._work.qsize() >= 2)  # both workers taken, two waiting
+        status, seconds = healthz(server)
+        assert status == 200 and seconds < 2, seconds
+    finally:
+        release.set()
+        for sock in slow:
+            sock.close()
+        server.shutdown()
+        thread.join(10)
+
+
+def test_trickled_bodies_cannot_turn_real_deliveries_away() -> None:
+    """Body bytes are reserved when a request announces them, before it is verified: when
+    the reserve is full, the body that has been arriving longest makes room."""
+    metrics = Metrics()
+    limits = Limits(max_body=1024, max_buffered=2048, request_timeout=20)
+    with serving(limits, metrics) as server:
+        trickling = [connect(server) for _ in range(2)]
+        try:
+            for n, sock in enumerate(trickling, 1):
+                sock.sendall(
+                    b"POST /hooks/git HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\n\r\nx"
+                )
+                # one after the other: which one is oldest is known
+                settle(lambda n=n: server.reserved_body_bytes() == 1024 * n)  # type: ignore[misc]
+            body = b"y" * 1024
+            head = f"POST /hooks/git HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+            status, _, answer = exchange(server, head.encode() + body)
+            assert (status, answer) == (200, b"POST /hooks/git 1024\n")
+            # the oldest trickler was told to retry; the newer one is still served
+            assert read_response(trickling[0])[0] == 503
+            trickling[1].sendall(b"x" * 1023)
+            assert read_response(trickling[1])[2] == b"POST /hooks/git 1024\n"
+            assert metrics.get("gitsync_http_refused_total", reason="busy") == 1
+        finally:
+            for sock in trickling:
+                sock.close()
