@@ -34,7 +34,7 @@ from gitsync.api import (
 )
 from gitsync.apply import path_of
 from gitsync.cache import default_cache_dir
-from gitsync.changeset import ChangeSet, plan
+from gitsync.changeset import Change, ChangeSet, plan
 from gitsync.cli_options import (
     NAMESPACE_DEFAULT,
     cluster_options,
@@ -47,8 +47,8 @@ from gitsync.cli_options import (
     source_options,
     sync_options,
 )
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.errors import ConfigError, one_line, printable
+from gitsync.controller import Controller, ControllerConfig, foreign_deployment
+from gitsync.errors import APINotFoundError, ConfigError, one_line, printable
 from gitsync.kube import Kube, resource_path
 from gitsync.kubeconfig import default_namespace
 from gitsync.plan import Settings
@@ -439,6 +439,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     )
     applied = {k: body for k, body in desired.items() if k not in refused}
     changes = plan(applied, myapps, deployments, pplan.delete, settings)
+    _refuse_foreign_deployments(kube, changes, myapps)
     skipped = pplan.skipped if pplan.skipped and set(tracked) - set(desired) else None
     if output == "text":
         _print_diff(changes, sys.stdout.isatty() if color is None else color)
@@ -461,6 +462,23 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     # a broken manifest, a refused MyApp or an object that cannot be planned is an
     # error even when the rest is unchanged: CI must not pass it
     sys.exit(2 if loaded.errors or refused or changes.failed else (1 if changes.writes else 0))
+
+
+def _refuse_foreign_deployments(kube: Kube, changes: ChangeSet, myapps: dict[str, Any]) -> None:
+    """A Deployment to create that exists already, unlabelled (so not in the LIST), and
+    is not the MyApp's: a sync refuses to take it over, so diff shows it failed too. One
+    GET per Deployment about to be created, as a sync does."""
+    for i, c in enumerate(changes.changes):
+        kind, _, key = c.subject.partition("/")
+        if kind != "Deployment" or c.action != "created":
+            continue
+        ns, name = key.split("/", 1)
+        try:
+            found = kube.get(path_of("Deployment", ns, name), subject=c.subject)
+        except APINotFoundError:
+            continue
+        if problem := foreign_deployment(key, found, myapps.get(key)):
+            changes.changes[i] = Change(c.subject, "failed", reason=problem)
 
 
 def _print_diff(changes: ChangeSet, color: bool) -> None:

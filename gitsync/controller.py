@@ -50,6 +50,19 @@ class ControllerConfig:
     namespace: str | None = None  # None: all namespaces
 
 
+def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | None:
+    """Why ``deployment`` (found where MyApp ``key``'s would go) is not gitsync's to
+    take over, or None when that MyApp owns it (``myapp`` None: not created yet)."""
+    uid = (myapp or {}).get("metadata", {}).get("uid")
+    refs = deployment.get("metadata", {}).get("ownerReferences") or []
+    if uid and any(r.get("controller") and r.get("uid") == uid for r in refs):
+        return None
+    return (
+        f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
+        "gitsync does not take it over (rename the MyApp or remove the Deployment)"
+    )
+
+
 class Controller:
     def __init__(
         self,
@@ -272,14 +285,9 @@ class Controller:
             found = self.kube.get(path_of("Deployment", ns, name), subject=f"Deployment/{key}")
         except APINotFoundError:
             return None
-        uid = myapp["metadata"].get("uid")
-        refs = found.get("metadata", {}).get("ownerReferences") or []
-        if any(r.get("controller") and r.get("uid") == uid for r in refs):
-            return found
-        raise OwnershipError(
-            f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
-            "gitsync does not take it over (rename the MyApp or remove the Deployment)"
-        )
+        if problem := foreign_deployment(key, found, myapp):
+            raise OwnershipError(problem)
+        return found
 
     def _report_error(self, key: str, myapp: Obj, error: str) -> None:
         # one Event per distinct error, not one per retry

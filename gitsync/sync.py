@@ -132,7 +132,8 @@ def refusal(who: str, other: str, me: str) -> str:
     return (
         f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
         f" instance {me!r} does not apply over it"
-        " (declare it in one source only, or delete it to hand it over)"
+        " (declare it in one source only, or delete it to hand it over; if the ref moved,"
+        " as a tag or commit does, pin --instance-name to the old instance's name)"
     )
 
 

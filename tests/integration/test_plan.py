@@ -278,3 +278,50 @@ def test_diff_text_shows_a_conflict_as_such_and_exits_0(
     c.write("web", image="nginx:1.28")
     refused = gitsync(reader_kubeconfig, "sync", *common(tmp_path, namespace))
     assert refused.returncode == 1 and "forbidden" in (refused.stdout + refused.stderr).lower()
+
+
+def test_a_deployment_that_is_not_the_myapps_fails_in_diff_as_in_sync(
+    kube: Kube,
+    kubeconfig: str,
+    reader_kubeconfig: str,
+    kubectl_bin: str,
+    crd: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Someone else's Deployment where the MyApp's would go (not labelled as gitsync's,
+    so absent from diff's LIST): sync refuses to take it over, and diff says so too."""
+    (tmp_path / "apps").mkdir()
+    c = Ctx(tmp_path, namespace, kubeconfig, kubectl_bin, reader_kubeconfig)
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {
+                "metadata": {"labels": {"app": "theirs"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            },
+        },
+    }
+    kube.create(resource_path("apps/v1", "deployments", namespace), theirs)
+    c.write("web")
+    proc = gitsync(reader_kubeconfig, "diff", *common(tmp_path, namespace), "-o", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(o["object"], o["action"]) for o in doc["objects"]] == [
+        (f"MyApp/{namespace}/web", "created")
+    ]
+    failed = [(o["object"], o["action"]) for o in doc["failed"]]
+    assert failed == [(f"Deployment/{namespace}/web", "failed")], doc
+    synced = gitsync(
+        kubeconfig, "sync", *common(tmp_path, namespace), "--status-namespace", namespace
+    )
+    assert synced.returncode == 1 and "does not take it over" in synced.stdout + synced.stderr
+    live = kube.get(resource_path("apps/v1", "deployments", namespace, "web"))
+    # untouched by gitsync (its status is the deployment controller's to write)
+    assert "ownerReferences" not in live["metadata"]
+    entries = live["metadata"]["managedFields"]
+    assert not [e for e in entries if (e["manager"], e["operation"]) == ("gitsync", "Apply")]
+    assert live["spec"]["template"]["spec"]["containers"][0]["name"] == "main"
