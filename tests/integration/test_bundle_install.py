@@ -142,8 +142,9 @@ def test_olm_takes_the_csv_to_succeeded(installed: Installed) -> None:
     status = installed.live["status"]
     assert status["phase"] == "Succeeded", status
     assert status["reason"] == "InstallSucceeded", status
-    # OLM checked every requirement (the CRD the CSV owns, the ServiceAccount and each of
-    # its rules) against the API server, and found each one met
+    # OLM found every requirement met: the CRD the CSV owns, the ServiceAccount, and RBAC
+    # granting each of its rules (RBAC carrying the content hash its resolver puts on what
+    # it makes is trusted as such; other RBAC is checked rule by rule)
     requirements = status["requirementStatus"]
     kinds = {r["kind"] for r in requirements}
     assert {"CustomResourceDefinition", "ServiceAccount"} <= kinds, requirements
@@ -184,7 +185,9 @@ def test_olm_makes_the_csv_deployment(installed: Installed, kube: Kube) -> None:
     assert conds.get("Available") == "True", live.get("status")
 
 
-def test_the_service_account_and_rbac_are_olms(installed: Installed, kube: Kube) -> None:
+def test_the_rbac_is_olms_and_olm_lifts_the_role_cluster_wide(
+    installed: Installed, kube: Kube
+) -> None:
     ns = installed.namespace
     strategy = installed.csv["spec"]["install"]["spec"]
     account = olm.get_or_none(kube, resource_path("v1", "serviceaccounts", ns, "gitsync"))
@@ -197,12 +200,10 @@ def test_the_service_account_and_rbac_are_olms(installed: Installed, kube: Kube)
             scoped = None if doc["kind"] == "ClusterRole" else ns
             path = resource_path(RBAC, PLURALS[doc["kind"]], scoped, doc["metadata"]["name"])
             assert kube.get(path)["rules"] == doc["rules"]
-    # an AllNamespaces install: olm-operator itself lifts each Role to a ClusterRole, adding
-    # the read of namespaces, and binds it to the ServiceAccount, so that the operator may
-    # act in every namespace
-    # (asynchronously: it may come just after the CSV's Succeeded)
+    # an AllNamespaces install: olm-operator itself lifts each Role to a ClusterRole of the
+    # same name, adding the read of namespaces, and binds it to the ServiceAccount, so that
+    # the operator may act in every namespace (it may do so just after the Succeeded)
     selector = f"{olm.OWNER_NAMESPACE}={ns},olm.owner.kind=ClusterServiceVersion"
-    # the lifted ClusterRole keeps the Role's name
     planned = {d["metadata"]["name"] for d in installed.planned if d["kind"] == "ClusterRole"}
 
     def lifted() -> list[Doc]:
@@ -228,16 +229,19 @@ def test_the_service_account_and_rbac_are_olms(installed: Installed, kube: Kube)
 
 
 def listed(kube: Kube, plural: str, selector: str) -> list[Doc]:
-    items: list[Doc] = kube.list(resource_path(RBAC, plural), params={"labelSelector": selector})[
-        "items"
-    ]
+    reply = kube.list(resource_path(RBAC, plural), params={"labelSelector": selector})
+    items: list[Doc] = reply["items"]
     return items
 
 
 def test_the_csv_service_account_syncs(
     installed: Installed, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
+    # the settings the Pod would get: the bundle's ConfigMap, as installed
     [config] = [d for d in manifests() if d["kind"] == "ConfigMap"]
+    name = config["metadata"]["name"]
+    live = kube.get(resource_path("v1", "configmaps", installed.namespace, name))
+    assert live["data"] == config["data"]
     assert_account_syncs(
-        kube, installed.kubeconfig, config["data"], installed.namespace, namespace, tmp_path
+        kube, installed.kubeconfig, live["data"], installed.namespace, namespace, tmp_path
     )
