@@ -23,7 +23,8 @@ venv: $(STAMP)
 binaries: $(STAMP)
 	$(PY) -m testenv.build
 
-# helm, actionlint and the OLM bundle checker, built from testenv/peers/ like the control plane
+# helm, actionlint, the OLM bundle checker, OLM's olm-operator and olmsteps, built from
+# testenv/peers/ like the control plane
 peers: $(STAMP)
 	$(PY) -m testenv.peers
 

@@ -1,11 +1,13 @@
-"""Build the packaging tools (helm, actionlint, the OLM bundle checker) from pinned Go modules.
+"""Build the packaging tools (helm, actionlint, the OLM bundle checker, OLM's olm-operator)
+from pinned Go modules.
 
-A sibling of testenv.build: each tool is its own Go module under
-testenv/peers/<name>/ (so their dependency graphs never constrain each other
-nor the control plane's), and each is cached on its own under the user cache
-directory, keyed by a hash of that module's go.mod, go.sum, Go sources and
-build flags. A change of one pin rebuilds that tool alone, and the control
-plane's cache key (which covers testenv/*/go.*) is not touched.
+A sibling of testenv.build: each tool is built from its own Go module under
+testenv/peers/<module>/ (so their dependency graphs never constrain each other
+nor the control plane's; olm-operator and olmsteps share OLM's pins), and each
+is cached on its own under the user cache directory, keyed by a hash of that
+module's go.mod, go.sum, Go sources and build flags. A change of one pin
+rebuilds the tools of that module alone, and the control plane's cache key
+(which covers testenv/*/go.*) is not touched.
 
     python -m testenv.peers            # build (or reuse) all; print each binary
     python -m testenv.peers helm       # one tool
@@ -28,13 +30,20 @@ PEERS = Path(__file__).resolve().parent / "peers"
 
 @dataclass(frozen=True)
 class Peer:
-    name: str  # directory under testenv/peers/, and the binary's name
+    name: str  # the binary's name
     package: str  # Go import path of the main package
     ldflags: str
+    module: str = ""  # directory under testenv/peers/ when it is not ``name``
+
+    @property
+    def dir(self) -> Path:
+        return PEERS / (self.module or self.name)
 
 
 HELM_VERSION = "v4.3.2"
 ACTIONLINT_VERSION = "v1.7.12"
+OLM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
+OLM_VERSION = "v0.33.0"  # the newest release whose zip the Go module proxy serves
 
 TOOLS = {
     p.name: p
@@ -50,14 +59,20 @@ TOOLS = {
             f"-s -w -X github.com/rhysd/actionlint.version={ACTIONLINT_VERSION}",
         ),
         Peer("bundlecheck", ".", "-s -w"),
+        Peer(
+            "olm",
+            f"{OLM_MODULE}/cmd/olm",
+            f"-s -w -X {OLM_MODULE}/pkg/version.OLMVersion={OLM_VERSION}",
+        ),
+        # OLM's resolver printing the ServiceAccount and RBAC an InstallPlan would create
+        Peer("olmsteps", ".", "-s -w", module="olm"),
     )
 }
 
 
 def cache_key(peer: Peer) -> str:
     h = hashlib.sha256()
-    module = PEERS / peer.name
-    for path in sorted(module.glob("go.*")) + sorted(module.glob("*.go")):
+    for path in sorted(peer.dir.glob("go.*")) + sorted(peer.dir.glob("*.go")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     h.update(f"{peer.package} {peer.ldflags}".encode())
@@ -86,7 +101,7 @@ def build(name: str, verbose: bool = True) -> Path:
         print(f"testenv: building {peer.name} ({peer.package}) ...", flush=True)
     cmd = [_go(), "build", "-trimpath", f"-ldflags={peer.ldflags}", "-o", str(partial)]
     proc = subprocess.run(
-        [*cmd, peer.package], cwd=PEERS / peer.name, env=env, capture_output=True, text=True
+        [*cmd, peer.package], cwd=peer.dir, env=env, capture_output=True, text=True
     )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
@@ -95,6 +110,27 @@ def build(name: str, verbose: bool = True) -> Path:
     if verbose:
         print(f"testenv: built {peer.name} in {time.monotonic() - start:.0f}s", flush=True)
     return out
+
+
+def module_dir(name: str, module: str) -> Path:
+    """The module cache directory of ``module`` as the named tool's go.mod pins it (files a
+    tool's module ships, e.g. OLM's CRDs, are read from there, never copied)."""
+    peer = TOOLS[name]
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    proc = subprocess.run(
+        [_go(), "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=peer.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    found = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not proc.stdout.strip() or not found.is_dir():
+        raise BuildError(
+            f"{module} is not in the module cache as testenv/peers/{peer.dir.name}/go.mod "
+            f"pins it (run `python -m testenv.peers {name}`): {proc.stderr.strip()}"
+        )
+    return found
 
 
 def main(argv: list[str]) -> int:

@@ -1,27 +1,20 @@
-"""The OLM bundle's CSV, installed the way OLM's install strategy does it, lets gitsync
-do its work.
+"""OLM installs the bundle's CSV, and the installed gitsync does its work.
 
-OLM itself cannot be built here (the Go module proxy refuses
-github.com/operator-framework/operator-lifecycle-manager), so this test does what its
-``deployment`` install strategy does with a CSV, and no more: a ServiceAccount per
-``serviceAccountName``, a ClusterRole + binding per ``clusterPermissions`` entry, a Role +
-binding per ``permissions`` entry, the Deployments of ``install.spec.deployments``, and
-the bundle's other manifests, all in one namespace (cluster-wide names get a suffix of
-their own). The API server must accept every object as written, and gitsync, run with
-the ServiceAccount's token, must sync with no 403.
-
-The CSV itself and an OperatorGroup are also stored under OLM's own CRDs (from the
-operator-framework/api module, printed by bundlecheck; installed only when absent, and
-removed afterwards only by whoever installed them): the API server's structural schema
-would prune any field OLM does not know, so nothing may be missing from what it stores.
-No olm-operator runs, so the CSV gets no phase.
+OLM's own olm-operator (v0.33.0, built from its Go module) runs against the local control
+plane with its own CRDs. The test creates an AllNamespaces OperatorGroup and applies the
+CSV of bundle/manifests directly: there is no catalog (kwok Pods run no registry server),
+so what the catalog-operator's InstallPlan would add is added here, from OLM's own code
+where OLM has it: the ServiceAccount and RBAC from its resolver, the bundle's other
+manifests as they are. olm-operator checks that this RBAC grants what the CSV asks, makes
+the Deployment (kwok runs its Pods "Ready") and takes the CSV to Succeeded. gitsync, run
+as a local process with that ServiceAccount's token (kwok Pods run no code), must then
+sync a repository with no 403.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,168 +27,129 @@ import yaml
 from gitsync.errors import APINotFoundError
 from gitsync.kube import Kube, resource_path
 from release import bundle
-from testenv import build, peers
+from tests.integration import olm
 from tests.integration.installed import assert_account_syncs
 from tests.integration.test_deploy import sa_kubeconfig
 from tests.support import get, wait_until
 
 RBAC = "rbac.authorization.k8s.io/v1"
+CSVS = f"{olm.OPERATORS}/v1alpha1"
 PLURALS = {
     "ConfigMap": "configmaps",
     "Service": "services",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
 }
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
 Doc = dict[str, Any]
 
 
 @dataclass
 class Installed:
     namespace: str
-    csv: Doc
+    csv: Doc  # as bundle/manifests has it
+    live: Doc  # as the API server holds it once Succeeded
+    planned: list[Doc]  # what the InstallPlan would have created (OLM's resolver)
+    seconds_to_succeeded: float
     kubeconfig: Path
 
 
-def binding(kind: str, name: str, account: str, namespace: str) -> Doc:
-    role_kind = "ClusterRole" if kind == "ClusterRoleBinding" else "Role"
-    return {
-        "apiVersion": RBAC,
-        "kind": kind,
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-    }
+def manifests() -> list[Doc]:
+    return [yaml.safe_load(p.read_text()) for p in sorted((bundle.BUNDLE / "manifests").glob("*"))]
+
+
+def create(kube: Kube, namespace: str, doc: Doc) -> None:
+    scoped = None if doc["kind"] in CLUSTER_SCOPED else namespace
+    kube.create(resource_path(doc["apiVersion"], PLURALS[doc["kind"]], scoped), doc)
+
+
+def phase(kube: Kube, path: str) -> str:
+    live = olm.get_or_none(kube, path) or {}
+    return str(live.get("status", {}).get("phase", ""))
+
+
+def uninstall_csv(kube: Kube, path: str, operator: olm.Operator) -> None:
+    """Delete the CSV while olm-operator still runs, so that it removes its finalizer; if it
+    cannot, the finalizer goes here, or the namespace would never finish terminating."""
+    with contextlib.suppress(APINotFoundError):
+        kube.delete(path)
+    deadline = time.monotonic() + 30
+    while olm.get_or_none(kube, path) is not None:
+        if time.monotonic() > deadline or operator.proc.poll() is not None:
+            patch = {"metadata": {"finalizers": None}}
+            with contextlib.suppress(APINotFoundError):
+                kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+            break
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
 def installed(
     kube: Kube, kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installed]:
-    manifests = bundle.BUNDLE / "manifests"
-    csv = yaml.safe_load((manifests / "gitsync.clusterserviceversion.yaml").read_text())
-    strategy = csv["spec"]["install"]["spec"]
-    suffix = uuid.uuid4().hex[:6]
-    namespace = f"gitsync-bundle-{suffix}"
-    cluster_names: list[str] = []
-    ns_path = resource_path("v1", "namespaces", None, namespace)
-    kube.create(
-        resource_path("v1", "namespaces"),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-    )
-    try:
-        accounts = {p["serviceAccountName"] for p in strategy["clusterPermissions"]}
-        accounts |= {p["serviceAccountName"] for p in strategy["permissions"]}
-        for account in sorted(accounts):
-            body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
-            kube.create(resource_path("v1", "serviceaccounts", namespace), body)
-        for i, perm in enumerate(strategy["clusterPermissions"]):
-            name = f"{csv['metadata']['name']}-{i}-{suffix}"
-            cluster_names.append(name)
-            role = {"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": name}}
-            kube.create(resource_path(RBAC, "clusterroles"), role | {"rules": perm["rules"]})
-            body = binding("ClusterRoleBinding", name, perm["serviceAccountName"], namespace)
-            kube.create(resource_path(RBAC, "clusterrolebindings"), body)
-        for i, perm in enumerate(strategy["permissions"]):
-            name = f"{csv['metadata']['name']}-{i}"
-            role = {"apiVersion": RBAC, "kind": "Role", "metadata": {"name": name}}
-            kube.create(resource_path(RBAC, "roles", namespace), role | {"rules": perm["rules"]})
-            body = binding("RoleBinding", name, perm["serviceAccountName"], namespace)
-            kube.create(resource_path(RBAC, "rolebindings", namespace), body)
-        for path in sorted(manifests.glob("*.yaml")):
-            doc = yaml.safe_load(path.read_text())
-            if doc["kind"] in PLURALS:
-                plural = PLURALS[doc["kind"]]
-                kube.create(resource_path(doc["apiVersion"], plural, namespace), doc)
-        for dep in strategy["deployments"]:
-            body = {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": dep["name"], "labels": dep.get("label") or {}},
-                "spec": dep["spec"],
+    binary = olm.tool("olm")
+    tmp = tmp_path_factory.mktemp("olm")
+    namespace = f"gitsync-olm-{uuid.uuid4().hex[:6]}"
+    docs = manifests()
+    [csv] = [d for d in docs if d["kind"] == "ClusterServiceVersion"]
+    csv_path = resource_path(CSVS, "clusterserviceversions", namespace, csv["metadata"]["name"])
+    with olm.crds_installed(kube), olm.copied_csvs_disabled(kube):
+        kube.create(
+            resource_path("v1", "namespaces"),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        )
+        operator = olm.Operator(binary, kubeconfig, namespace, tmp / "olm-operator.log")
+        try:
+            group = {
+                "apiVersion": f"{olm.OPERATORS}/v1",
+                "kind": "OperatorGroup",
+                "metadata": {"name": "gitsync"},
+                "spec": {},  # no targetNamespaces: AllNamespaces, the CSV's one install mode
             }
-            kube.create(resource_path("apps/v1", "deployments", namespace), body)
-        tmp = tmp_path_factory.mktemp("bundle")
-        config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
-        yield Installed(namespace, csv, config)
-    finally:
-        for name in cluster_names:
-            for plural in ("clusterrolebindings", "clusterroles"):
-                with contextlib.suppress(APINotFoundError):
-                    kube.delete(resource_path(RBAC, plural, None, name))
-        with contextlib.suppress(APINotFoundError):
-            kube.delete(ns_path)
+            kube.create(resource_path(f"{olm.OPERATORS}/v1", "operatorgroups", namespace), group)
+            # the InstallPlan's order: the CSV, then the objects that name it as their owner
+            start = time.monotonic()
+            csvs = resource_path(CSVS, "clusterserviceversions", namespace)
+            created = kube.create(csvs, olm.managed(csv))
+            planned = olm.install_plan_objects(created)
+            for doc in planned:
+                create(kube, namespace, doc)
+            for doc in docs:
+                if doc["kind"] in ("ConfigMap", "Service", "PodDisruptionBudget"):
+                    create(kube, namespace, olm.bundle_object(doc, created))
 
+            def succeeded() -> bool:
+                operator.alive()
+                return phase(kube, csv_path) == "Succeeded"
 
-def test_the_api_server_accepts_the_csv_deployment(installed: Installed, kube: Kube) -> None:
-    [dep] = installed.csv["spec"]["install"]["spec"]["deployments"]
-    live = get(kube, "Deployment", installed.namespace, dep["name"])
-    assert live is not None
-    container = live["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == installed.csv["metadata"]["annotations"]["containerImage"]
-
-
-def test_the_csv_service_account_syncs(
-    installed: Installed, kube: Kube, namespace: str, tmp_path: Path
-) -> None:
-    config = yaml.safe_load(
-        (bundle.BUNDLE / "manifests" / "gitsync-config.configmap.yaml").read_text()
-    )
-    assert_account_syncs(
-        kube, installed.kubeconfig, config["data"], installed.namespace, namespace, tmp_path
-    )
-
-
-# --- the CSV under OLM's own schema --------------------------------------------------------
-
-CRDS = "apiextensions.k8s.io/v1"
-OPERATORS = "operators.coreos.com"
-
-
-@pytest.fixture(scope="module")
-def olm_crds(kube: Kube) -> Iterator[list[str]]:
-    try:
-        checker = str(peers.build("bundlecheck"))
-    except build.BuildError as e:
-        pytest.fail(f"bundlecheck could not be built: {e}", pytrace=False)
-    proc = subprocess.run(
-        [checker, "-olm-crds"], capture_output=True, text=True, check=True, timeout=60
-    )
-    created: list[str] = []
-    names: list[str] = []
-    try:
-        for crd in json.loads(proc.stdout)["items"]:
-            name = crd["metadata"]["name"]
-            names.append(name)
-            path = resource_path(CRDS, "customresourcedefinitions", None, name)
-            live = get_or_none(kube, path)
-            if live is not None and "deletionTimestamp" in live["metadata"]:
-                # an earlier run's, still being removed: creating it again must wait
-                def gone(path: str = path) -> bool:
-                    return get_or_none(kube, path) is None
-
-                wait_until(gone, timeout=60, what=f"{name} of an earlier run to be removed")
-            elif live is not None:
-                continue  # someone's OLM: use it, leave it
-            crd.pop("status", None)
-            crd["metadata"] = {"name": name}
-            kube.create(resource_path(CRDS, "customresourcedefinitions"), crd)
-            created.append(path)
-
-            def established(path: str = path) -> bool:
-                conds = (get_or_none(kube, path) or {}).get("status", {}).get("conditions") or []
-                return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-            wait_until(established, timeout=30, what=f"OLM's CRD {name} established")
-        yield names
-    finally:
-        for path in created:
+            wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
+            seconds = time.monotonic() - start
+            config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
+            yield Installed(namespace, csv, kube.get(csv_path), planned, seconds, config)
+        finally:
+            uninstall_csv(kube, csv_path, operator)
+            operator.stop()
+            olm.delete_cluster_objects(kube, namespace)
             with contextlib.suppress(APINotFoundError):
-                kube.delete(path)
+                kube.delete(resource_path("v1", "namespaces", None, namespace))
 
 
-def get_or_none(kube: Kube, path: str) -> Doc | None:
-    with contextlib.suppress(APINotFoundError):
-        return kube.get(path)
-    return None
+def test_olm_takes_the_csv_to_succeeded(installed: Installed) -> None:
+    status = installed.live["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["reason"] == "InstallSucceeded", status
+    # OLM found every requirement met: the CRD the CSV owns, the ServiceAccount, and RBAC
+    # granting each of its rules (RBAC carrying the content hash its resolver puts on what
+    # it makes is trusted as such; other RBAC is checked rule by rule)
+    requirements = status["requirementStatus"]
+    kinds = {r["kind"] for r in requirements}
+    assert {"CustomResourceDefinition", "ServiceAccount"} <= kinds, requirements
+    assert all(r["status"] == "Present" for r in requirements), requirements
+    print(f"\nCSV Succeeded {installed.seconds_to_succeeded:.1f}s after it was created")
 
 
 def dropped(sent: Any, stored: Any, path: str = "") -> list[str]:
@@ -208,20 +162,86 @@ def dropped(sent: Any, stored: Any, path: str = "") -> list[str]:
     return [] if sent == stored else [path or "."]
 
 
-def test_olms_schema_stores_the_csv_whole(olm_crds: list[str], kube: Kube, namespace: str) -> None:
-    assert f"clusterserviceversions.{OPERATORS}" in olm_crds
-    group = {
-        "apiVersion": f"{OPERATORS}/v1",
-        "kind": "OperatorGroup",
-        "metadata": {"name": "gitsync"},
-        "spec": {},  # no targetNamespaces: AllNamespaces, the CSV's one install mode
+def test_olms_schema_stores_the_csv_whole(installed: Installed) -> None:
+    # the API server prunes any field OLM's structural schema does not know
+    assert dropped(installed.csv["spec"], installed.live["spec"]) == []
+    annotations = installed.live["metadata"]["annotations"]
+    assert dropped(installed.csv["metadata"]["annotations"], annotations) == []
+
+
+def test_olm_makes_the_csv_deployment(installed: Installed, kube: Kube) -> None:
+    [dep] = installed.csv["spec"]["install"]["spec"]["deployments"]
+    live = get(kube, "Deployment", installed.namespace, dep["name"])
+    assert live is not None
+    owners = live["metadata"].get("ownerReferences") or []
+    assert [(o["kind"], o["name"]) for o in owners] == [
+        ("ClusterServiceVersion", installed.csv["metadata"]["name"])
+    ]
+    assert live["metadata"]["labels"]["olm.owner"] == installed.csv["metadata"]["name"]
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == installed.csv["metadata"]["annotations"]["containerImage"]
+    assert live["spec"]["template"]["spec"]["serviceAccountName"] == "gitsync"
+    conds = {c["type"]: c["status"] for c in live.get("status", {}).get("conditions") or []}
+    assert conds.get("Available") == "True", live.get("status")
+
+
+def test_the_rbac_is_olms_and_olm_lifts_the_role_cluster_wide(
+    installed: Installed, kube: Kube
+) -> None:
+    ns = installed.namespace
+    strategy = installed.csv["spec"]["install"]["spec"]
+    account = olm.get_or_none(kube, resource_path("v1", "serviceaccounts", ns, "gitsync"))
+    assert account is not None and account["metadata"]["labels"]["olm.managed"] == "true"
+    kinds = [d["kind"] for d in installed.planned]
+    assert kinds.count("ClusterRole") == len(strategy["clusterPermissions"])
+    assert kinds.count("Role") == len(strategy["permissions"])
+    for doc in installed.planned:
+        if doc["kind"] in ("ClusterRole", "Role"):
+            scoped = None if doc["kind"] == "ClusterRole" else ns
+            path = resource_path(RBAC, PLURALS[doc["kind"]], scoped, doc["metadata"]["name"])
+            assert kube.get(path)["rules"] == doc["rules"]
+    # an AllNamespaces install: olm-operator itself lifts each Role to a ClusterRole of the
+    # same name, adding the read of namespaces, and binds it to the ServiceAccount, so that
+    # the operator may act in every namespace (it may do so just after the Succeeded)
+    selector = f"{olm.OWNER_NAMESPACE}={ns},olm.owner.kind=ClusterServiceVersion"
+    planned = {d["metadata"]["name"] for d in installed.planned if d["kind"] == "ClusterRole"}
+
+    def lifted() -> list[Doc]:
+        roles = listed(kube, "clusterroles", selector)
+        return [r for r in roles if r["metadata"]["name"] not in planned]
+
+    [cluster_role] = wait_until(lifted, timeout=30, what="OLM's ClusterRole for the Role")
+    [role] = [d for d in installed.planned if d["kind"] == "Role"]
+    read_namespaces = {
+        "apiGroups": [""],
+        "resources": ["namespaces"],
+        "verbs": ["get", "list", "watch"],
     }
-    kube.create(resource_path(f"{OPERATORS}/v1", "operatorgroups", namespace), group)
-    csv = yaml.safe_load(
-        (bundle.BUNDLE / "manifests" / "gitsync.clusterserviceversion.yaml").read_text()
+    assert cluster_role["rules"] == [*role["rules"], read_namespaces]
+
+    def subjects() -> list[Doc]:
+        name = cluster_role["metadata"]["name"]
+        bindings = listed(kube, "clusterrolebindings", selector)
+        return [s for b in bindings if b["roleRef"]["name"] == name for s in b["subjects"]]
+
+    found = wait_until(subjects, timeout=30, what="OLM's ClusterRoleBinding for the Role")
+    assert found == [{"kind": "ServiceAccount", "name": "gitsync", "namespace": ns}]
+
+
+def listed(kube: Kube, plural: str, selector: str) -> list[Doc]:
+    reply = kube.list(resource_path(RBAC, plural), params={"labelSelector": selector})
+    items: list[Doc] = reply["items"]
+    return items
+
+
+def test_the_csv_service_account_syncs(
+    installed: Installed, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    # the settings the Pod would get: the bundle's ConfigMap, as installed
+    [config] = [d for d in manifests() if d["kind"] == "ConfigMap"]
+    name = config["metadata"]["name"]
+    live = kube.get(resource_path("v1", "configmaps", installed.namespace, name))
+    assert live["data"] == config["data"]
+    assert_account_syncs(
+        kube, installed.kubeconfig, live["data"], installed.namespace, namespace, tmp_path
     )
-    path = resource_path(f"{OPERATORS}/v1alpha1", "clusterserviceversions", namespace)
-    kube.create(path, csv)
-    stored = kube.get(f"{path}/{csv['metadata']['name']}")
-    assert dropped(csv["spec"], stored["spec"]) == []
-    assert dropped(csv["metadata"]["annotations"], stored["metadata"]["annotations"]) == []

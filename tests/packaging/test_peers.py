@@ -14,10 +14,11 @@ def test_pinning_a_tool_does_not_rebuild_the_control_plane() -> None:
 
 
 def test_every_tool_is_pinned_with_a_go_sum() -> None:
-    for name in peers.TOOLS:
-        module = peers.PEERS / name
+    for name, tool in peers.TOOLS.items():
+        module = tool.dir
         assert (module / "go.mod").is_file() and (module / "go.sum").is_file(), name
-        assert f"module gitsync.local/testenv/peers/{name}\n" in (module / "go.mod").read_text()
+        path = f"gitsync.local/testenv/peers/{module.name}"
+        assert f"module {path}\n" in (module / "go.mod").read_text(), name
 
 
 def test_each_tool_has_a_key_and_a_place_of_its_own() -> None:

@@ -6,24 +6,18 @@
 // good-practices and object checks.
 //
 //	bundlecheck [-k8s-version 1.35.0] [-strict] BUNDLE_DIR
-//	bundlecheck -olm-crds
 //
 // It prints one line per finding and exits 1 on any error (with -strict, on
-// any warning too), 2 when the bundle cannot be loaded at all. With -olm-crds
-// it prints instead, as a JSON List, OLM's ClusterServiceVersion and
-// OperatorGroup CRDs as the operator-framework/api module ships them, so that
-// tests can have the API server check a CSV against OLM's own schema.
+// any warning too), 2 when the bundle cannot be loaded at all.
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/operator-framework/api/crds"
 	"github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/validation"
 	validator "github.com/operator-framework/api/pkg/validation/interfaces"
@@ -32,12 +26,7 @@ import (
 func main() {
 	k8sVersion := flag.String("k8s-version", "", "Kubernetes version the removed-API checks are made against")
 	strict := flag.Bool("strict", false, "treat warnings as failures")
-	olmCRDs := flag.Bool("olm-crds", false, "print OLM's CSV and OperatorGroup CRDs and exit")
 	flag.Parse()
-	if *olmCRDs {
-		printOLMCRDs()
-		return
-	}
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: bundlecheck [-k8s-version X.Y.Z] [-strict] BUNDLE_DIR")
 		os.Exit(2)
@@ -86,21 +75,4 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("bundlecheck: %s is valid (%d validators)\n", bundle.Name, len(suite))
-}
-
-func printOLMCRDs() {
-	list := map[string]interface{}{
-		"apiVersion": "v1",
-		"kind":       "List",
-		"items": []interface{}{
-			crds.ClusterServiceVersion(),
-			crds.OperatorGroup(),
-		},
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(list); err != nil {
-		fmt.Fprintf(os.Stderr, "bundlecheck: %v\n", err)
-		os.Exit(2)
-	}
 }

@@ -1,0 +1,209 @@
+"""OLM's olm-operator on the shared local control plane: its CRDs (from the pinned
+operator-lifecycle-manager module, installed only when absent), its OLMConfig, and the
+operator itself as a local process with the admin kubeconfig.
+
+No catalog-operator runs (kwok Pods run no registry server, so no CatalogSource can be
+served): a CSV is applied directly, and the ServiceAccount and RBAC an InstallPlan would
+create come from OLM's own resolver (the olmsteps tool), not from a hand-written copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gitsync.errors import APINotFoundError
+from gitsync.kube import Kube, resource_path
+from testenv import build, peers
+from tests.support import wait_until
+
+Doc = dict[str, Any]
+CRDS = "apiextensions.k8s.io/v1"
+OPERATORS = "operators.coreos.com"
+OWNER_NAMESPACE = "olm.owner.namespace"  # label OLM puts on what it makes for a namespace's CSV
+MANAGED = {"olm.managed": "true"}  # label OLM's caches select what it manages by
+
+
+def tool(name: str) -> str:
+    try:
+        return str(peers.build(name))
+    except build.BuildError as e:
+        pytest.fail(f"{name} could not be built: {e}", pytrace=False)
+
+
+def get_or_none(kube: Kube, path: str) -> Doc | None:
+    with contextlib.suppress(APINotFoundError):
+        return kube.get(path)
+    return None
+
+
+def crd_documents() -> list[Doc]:
+    """OLM's CRDs as its module ships them (deploy/chart/crds), read from the module cache."""
+    try:
+        root = peers.module_dir("olm", peers.OLM_MODULE)
+    except build.BuildError as e:
+        pytest.fail(str(e), pytrace=False)
+    paths = sorted((root / "deploy" / "chart" / "crds").glob("*.crd.yaml"))
+    assert paths, f"no CRDs under deploy/chart/crds of {peers.OLM_MODULE}"
+    return [yaml.safe_load(p.read_text()) for p in paths]
+
+
+@contextlib.contextmanager
+def crds_installed(kube: Kube) -> Iterator[list[str]]:
+    """OLM's CRDs, established; each one created here is removed afterwards, and one that
+    was already there (someone's OLM) is used and left alone."""
+    created: list[str] = []
+    names: list[str] = []
+    try:
+        for crd in crd_documents():
+            name = crd["metadata"]["name"]
+            names.append(name)
+            path = resource_path(CRDS, "customresourcedefinitions", None, name)
+            live = get_or_none(kube, path)
+            if live is not None and "deletionTimestamp" in live["metadata"]:
+                # an earlier run's, still being removed (slow when it was deleted soon
+                # after it was created): creating it again must wait
+                def gone(path: str = path) -> bool:
+                    return get_or_none(kube, path) is None
+
+                wait_until(gone, timeout=180, what=f"{name} of an earlier run to be removed")
+            elif live is not None:
+                continue
+            kube.create(resource_path(CRDS, "customresourcedefinitions"), crd)
+            created.append(path)
+
+            def established(path: str = path) -> bool:
+                conds = (get_or_none(kube, path) or {}).get("status", {}).get("conditions") or []
+                return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+            wait_until(established, timeout=30, what=f"OLM's CRD {name} established")
+        yield names
+    finally:
+        for path in created:
+            with contextlib.suppress(APINotFoundError):
+                kube.delete(path)
+
+
+@contextlib.contextmanager
+def copied_csvs_disabled(kube: Kube) -> Iterator[None]:
+    """OLM's switch (OLMConfig ``cluster``) that stops it from copying an AllNamespaces CSV
+    into every namespace: the control plane is shared, and other tests' namespaces are
+    none of this test's business. Created only when absent, removed only if created here."""
+    path = resource_path(f"{OPERATORS}/v1", "olmconfigs", None, "cluster")
+    if get_or_none(kube, path) is not None:
+        yield
+        return
+    body = {
+        "apiVersion": f"{OPERATORS}/v1",
+        "kind": "OLMConfig",
+        "metadata": {"name": "cluster"},
+        "spec": {"features": {"disableCopiedCSVs": True}},
+    }
+    kube.create(resource_path(f"{OPERATORS}/v1", "olmconfigs"), body)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(APINotFoundError):
+            kube.delete(path)
+
+
+class Operator:
+    """olm-operator as a local process; its log goes to a file."""
+
+    def __init__(self, binary: str, kubeconfig: str, namespace: str, log: Path) -> None:
+        self.log = log
+        self._out = log.open("w")
+        # --namespace: where OLM runs its cleanup; --writeStatusName "": no OpenShift
+        # ClusterOperator to report to. Its metrics server listens on :8080, hard-coded in
+        # v0.33.0 (no flag); if that port is taken it logs an error and carries on.
+        self.proc = subprocess.Popen(
+            [binary, "--namespace", namespace, "--writeStatusName", ""],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, KUBECONFIG=kubeconfig),
+        )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def alive(self) -> None:
+        if self.proc.poll() is not None:
+            tail = "\n".join(self.output().splitlines()[-20:])
+            pytest.fail(f"olm-operator exited ({self.proc.returncode}):\n{tail}", pytrace=False)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(10)
+        self._out.close()
+        return rc
+
+
+def install_plan_objects(csv: Doc) -> list[Doc]:
+    """What OLM's resolver makes of a live CSV (namespace and uid set): its ServiceAccounts,
+    Roles, RoleBindings, ClusterRoles and ClusterRoleBindings, labelled as an InstallPlan
+    labels them."""
+    proc = subprocess.run(
+        [tool("olmsteps")],
+        input=json.dumps(csv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    items: list[Doc] = json.loads(proc.stdout)["items"]
+    return items
+
+
+def managed(doc: Doc) -> Doc:
+    """``doc`` with the label an InstallPlan puts on everything it creates."""
+    meta = doc["metadata"]
+    return doc | {"metadata": meta | {"labels": (meta.get("labels") or {}) | MANAGED}}
+
+
+def bundle_object(doc: Doc, csv: Doc) -> Doc:
+    """A bundle manifest other than the CSV as an InstallPlan creates it: labelled, and
+    owned (without blocking its deletion) by the live CSV."""
+    owner = {
+        "apiVersion": csv["apiVersion"],
+        "kind": "ClusterServiceVersion",
+        "name": csv["metadata"]["name"],
+        "uid": csv["metadata"]["uid"],
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+    out = managed(doc)
+    out["metadata"]["ownerReferences"] = [owner]
+    return out
+
+
+def delete_cluster_objects(kube: Kube, namespace: str) -> None:
+    """Cluster-scoped objects OLM (or its resolver) made for the CSVs and OperatorGroups of
+    ``namespace``: they do not go with the namespace."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    selector = {"labelSelector": f"{OWNER_NAMESPACE}={namespace}"}
+    for plural in ("clusterrolebindings", "clusterroles"):
+        for item in kube.list(resource_path(rbac, plural), params=selector)["items"]:
+            with contextlib.suppress(APINotFoundError):
+                kube.delete(resource_path(rbac, plural, None, item["metadata"]["name"]))
+    # OLM's aggregate Operator objects are named <package>.<namespace>
+    operators = resource_path(f"{OPERATORS}/v1", "operators")
+    with contextlib.suppress(APINotFoundError):
+        for item in kube.list(operators)["items"]:
+            name = item["metadata"]["name"]
+            if name.endswith(f".{namespace}"):
+                with contextlib.suppress(APINotFoundError):
+                    kube.delete(f"{operators}/{name}")
