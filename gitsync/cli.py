@@ -35,6 +35,7 @@ from gitsync.api import (
 from gitsync.apply import path_of
 from gitsync.cache import default_cache_dir
 from gitsync.changeset import Change, ChangeSet, plan
+from gitsync.cli_blame import blame_command
 from gitsync.cli_options import (
     NAMESPACE_DEFAULT,
     cluster_options,
@@ -75,6 +76,9 @@ from gitsync.sync import Syncer, SyncOptions, myapp_body, refusal, tracked_by
 def main(log_format: str, log_level: str) -> None:
     """gitsync keeps MyApp resources on Kubernetes exactly as Git says."""
     logs.setup(log_format, log_level)
+
+
+main.add_command(blame_command)
 
 
 @main.command()

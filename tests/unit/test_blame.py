@@ -1,0 +1,206 @@
+"""Blame without a cluster: porcelain parsing, lines of keyed items, the Deployment → MyApp
+mapping, origins of drift and conflicts, and the target syntax."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gitsync._yaml import Loader
+from gitsync.blame import Commit, GitView, blame, drifted, line_of, render_text, rendered_from
+from gitsync.cli_blame import parse_target
+from gitsync.errors import ConfigError, SourceError
+from gitsync.gitblame import find_document, parse_porcelain, revision_sha, view
+from gitsync.render import render
+
+A = "a" * 40
+B = "b" * 40
+PORCELAIN = f"""{A} 1 1 2
+author Alice
+author-mail <a@example.com>
+author-time 1700000000
+author-tz +0000
+summary add web
+filename apps/web.yaml
+\tapiVersion: apps.example.com/v1
+{A} 2 2
+\tkind: MyApp
+{B} 3 3 1
+author Bob
+author-time 1700003600
+summary bump nginx
+previous {A} apps/web.yaml
+filename apps/web.yaml
+\t  image: nginx:1.28
+"""
+
+MANIFEST = """\
+apiVersion: apps.example.com/v1
+kind: MyApp
+metadata:
+  name: web
+  namespace: shop
+spec:
+  image: nginx:1.28
+  replicas: 2
+  env:
+    - name: MODE
+      value: fast
+    - name: LEVEL
+      value: "3"
+"""
+
+
+def test_porcelain_gives_each_line_its_commit_with_headers_from_the_first_group() -> None:
+    lines = parse_porcelain(PORCELAIN)
+    assert lines[1] == lines[2] == Commit(A, "Alice", "2023-11-14T22:13:20Z", "add web")
+    assert lines[3] == Commit(B, "Bob", "2023-11-14T23:13:20Z", "bump nginx")
+    assert lines[3].short == "bbbbbbb"
+
+
+def test_revision_sha_accepts_only_a_full_commit() -> None:
+    assert revision_sha(f"main@sha1:{A}") == A
+    assert revision_sha("local") == ""
+    assert revision_sha("main@sha1:abc") == ""
+
+
+def test_line_of_follows_fields_and_keyed_items() -> None:
+    node = yaml.compose(MANIFEST, Loader=Loader)
+    assert line_of(node, ("f:spec", "f:image")) == 7
+    assert line_of(node, ("f:spec", "f:env", 'k:{"name":"LEVEL"}', "f:value")) == 13
+    assert line_of(node, ("f:spec", "f:env", 'k:{"name":"MODE"}')) == 10
+    assert line_of(node, ("f:spec", "f:port")) is None
+
+
+def test_rendered_fields_point_to_the_myapp_field_they_come_from() -> None:
+    container = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+    assert rendered_from((*container, "f:image")) == ("f:spec", "f:image")
+    assert rendered_from((*container, "f:env", 'k:{"name":"X"}', "f:value")) == (
+        "f:spec",
+        "f:env",
+        'k:{"name":"X"}',
+        "f:value",
+    )
+    assert rendered_from(("f:spec", "f:replicas")) == ("f:spec", "f:replicas")
+    assert rendered_from(("f:spec", "f:selector")) == ("f:metadata", "f:name")
+    assert rendered_from((*container, "f:name")) is None
+
+
+def _live(manifest: str) -> tuple[dict[str, object], dict[str, object]]:
+    obj = yaml.safe_load(manifest)
+    obj["metadata"]["uid"] = "u-1"
+    obj["metadata"]["managedFields"] = []
+    deployment = render(obj)
+    return obj, deployment
+
+
+def test_blame_names_git_lines_drift_and_conflicts() -> None:
+    myapp, deployment = _live(MANIFEST)
+    node = yaml.compose(MANIFEST, Loader=Loader)
+    git = GitView(
+        file="apps/web.yaml",
+        revision=f"main@sha1:{B}",
+        obj=yaml.safe_load(MANIFEST),
+        node=node,
+        lines={7: Commit(B, "Bob", "2023-11-14T23:13:20Z", "bump nginx")},
+    )
+    deployment["spec"]["replicas"] = 5
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+    deployment["metadata"]["managedFields"] = [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "time": "2026-01-01T00:00:00Z",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        },
+        {
+            "manager": "kubectl-edit",
+            "operation": "Update",
+            "time": "2026-01-02T00:00:00Z",
+            "fieldsV1": {
+                "f:spec": {
+                    "f:template": {
+                        "f:spec": {"f:containers": {'k:{"name":"app"}': {"f:image": {}}}}
+                    }
+                }
+            },
+        },
+    ]
+    rows = blame(myapp, deployment, git)
+    by = {(r.object.split("/")[0], r.path): r for r in rows}
+    image = by[("MyApp", "spec.image")]
+    assert (image.origin.kind, image.origin.line, image.origin.commit) == ("git", 7, git.lines[7])
+    level = by[("MyApp", "spec.env[name=LEVEL].value")]
+    assert level.origin.line == 13 and level.origin.commit is None  # no blame for that line
+    replicas = by[("Deployment", "spec.replicas")]
+    assert replicas.origin.kind == "conflict"
+    assert replicas.origin.manager == "kube-controller-manager"
+    assert (replicas.live, replicas.desired) == (5, 2)
+    edited = by[("Deployment", "spec.template.spec.containers[name=app].image")]
+    assert edited.origin.kind == "drift" and edited.origin.manager == "kubectl-edit"
+    env = by[("Deployment", "spec.template.spec.containers[name=app].env[name=MODE].value")]
+    assert env.origin.via == "spec.env[name=MODE].value" and env.origin.line == 11
+    assert drifted(rows)
+    text = render_text(rows)
+    assert '← apps/web.yaml:7, bbbbbbb "bump nginx" by Bob, 2023-11-14T23:13:20Z' in text
+    assert "← spec.env[name=MODE].value ← apps/web.yaml:11 at main@sha1:" in text
+    assert "conflict: another controller, kube-controller-manager (Update)" in text
+
+
+def test_blame_without_git_reports_recorded_drift() -> None:
+    myapp, deployment = _live(MANIFEST)
+    myapp["status"] = {
+        "source": {"path": "apps/web.yaml", "revision": f"main@sha1:{A}"},
+        "drift": [
+            {
+                "object": "MyApp/web",
+                "path": "spec.image",
+                "desired": "nginx:1.27",
+                "live": "nginx:1.28",
+                "manager": "kubectl-edit",
+                "operation": "Update",
+            }
+        ],
+    }
+    rows = blame(myapp, deployment, GitView(file="apps/web.yaml", revision=f"main@sha1:{A}"))
+    by = {(r.object.split("/")[0], r.path): r for r in rows}
+    assert by[("MyApp", "spec.image")].origin.manager == "kubectl-edit"
+    assert by[("MyApp", "spec.replicas")].origin.file == "apps/web.yaml"
+    # the Deployment's image comes from the drifted MyApp field: the drift is shown through
+    rendered = by[("Deployment", "spec.template.spec.containers[name=app].image")]
+    assert rendered.origin.kind == "drift" and rendered.origin.via == "spec.image"
+
+
+def test_find_document_picks_the_myapp_among_several() -> None:
+    text = MANIFEST.replace("name: web", "name: other") + "---\n" + MANIFEST
+    node, obj = find_document(text, {"metadata": {"name": "web", "namespace": "shop"}}, "f.yaml")
+    assert obj["metadata"]["name"] == "web"
+    assert line_of(node, ("f:spec", "f:image")) == 21
+    with pytest.raises(SourceError, match="declares no MyApp 'nope'"):
+        find_document(text, {"metadata": {"name": "nope"}}, "f.yaml")
+
+
+def test_view_refuses_a_source_path_outside_the_repository(tmp_path: object) -> None:
+    app = {"metadata": {"name": "web"}, "status": {"source": {"path": "../../etc/passwd"}}}
+    with pytest.raises(SourceError, match="not a path in a repository"):
+        view(app, tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("target", "ns", "want"),
+    [
+        ("MyApp/shop/web", None, ("shop", "web")),
+        ("shop/web", None, ("shop", "web")),
+        ("web", "shop", ("shop", "web")),
+        ("web", None, ("default", "web")),
+        ("myapp/web", "shop", ("shop", "web")),
+    ],
+)
+def test_targets(target: str, ns: str | None, want: tuple[str, str]) -> None:
+    assert parse_target(target, ns) == want
+
+
+@pytest.mark.parametrize(("target", "ns"), [("a/b/c/d", None), ("shop/web", "other"), ("/", None)])
+def test_bad_targets(target: str, ns: str | None) -> None:
+    with pytest.raises(ConfigError):
+        parse_target(target, ns)
