@@ -3,6 +3,9 @@ mapping, origins of drift and conflicts, and the target syntax."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import yaml
 
@@ -66,6 +69,7 @@ def test_revision_sha_accepts_only_a_full_commit() -> None:
 
 def test_line_of_follows_fields_and_keyed_items() -> None:
     node = yaml.compose(MANIFEST, Loader=Loader)
+    assert node is not None
     assert line_of(node, ("f:spec", "f:image")) == 7
     assert line_of(node, ("f:spec", "f:env", 'k:{"name":"LEVEL"}', "f:value")) == 13
     assert line_of(node, ("f:spec", "f:env", 'k:{"name":"MODE"}')) == 10
@@ -86,7 +90,7 @@ def test_rendered_fields_point_to_the_myapp_field_they_come_from() -> None:
     assert rendered_from((*container, "f:name")) is None
 
 
-def _live(manifest: str) -> tuple[dict[str, object], dict[str, object]]:
+def _live(manifest: str) -> tuple[dict[str, Any], dict[str, Any]]:
     obj = yaml.safe_load(manifest)
     obj["metadata"]["uid"] = "u-1"
     obj["metadata"]["managedFields"] = []
@@ -180,10 +184,10 @@ def test_find_document_picks_the_myapp_among_several() -> None:
         find_document(text, {"metadata": {"name": "nope"}}, "f.yaml")
 
 
-def test_view_refuses_a_source_path_outside_the_repository(tmp_path: object) -> None:
+def test_view_refuses_a_source_path_outside_the_repository(tmp_path: Path) -> None:
     app = {"metadata": {"name": "web"}, "status": {"source": {"path": "../../etc/passwd"}}}
     with pytest.raises(SourceError, match="not a path in a repository"):
-        view(app, tmp_path)  # type: ignore[arg-type]
+        view(app, tmp_path)
 
 
 @pytest.mark.parametrize(
