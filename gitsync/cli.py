@@ -272,7 +272,7 @@ def sync(output: str, **kw: Any) -> None:
     env="LISTEN",
     default="0.0.0.0:8080",
     show_default=True,
-    help="Address of /healthz, /readyz, /metrics and /hooks/git.",
+    help="Address of /healthz, /readyz, /metrics, /hooks/git and the drift page.",
 )
 @opt(
     "--interval",
@@ -344,6 +344,13 @@ def sync(output: str, **kw: Any) -> None:
     help="Reconcile workers of the operator.",
 )
 @watch_namespace_option
+@opt(
+    "--ui/--no-ui",
+    env="UI",
+    default=True,
+    show_default=True,
+    help="Serve the read-only drift page at / (and /api/v1/apps) on --listen.",
+)
 @expected_errors(1)
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
@@ -370,6 +377,7 @@ def run(**kw: Any) -> None:
         webhook_burst=kw["webhook_burst"],
         http_request_timeout=kw["http_request_timeout"],
         http_max_connections=kw["http_max_connections"],
+        ui=kw["ui"],
     )
     sys.exit(Daemon(controller, syncer, options).run())
 

@@ -2,7 +2,8 @@
 
 One process: informers and workers (the operator) always; the Git sync job
 when a repository is configured; both write only while this replica leads.
-HTTP on one port (:mod:`gitsync.httpserver`): /healthz, /readyz, /metrics, /hooks/git.
+HTTP on one port (:mod:`gitsync.httpserver`): /healthz, /readyz, /metrics, /hooks/git,
+and the drift page (:mod:`gitsync.ui`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gitsync.httpproto import Request, Response
 from gitsync.httpserver import Limits, Server
 from gitsync.leader import LeaderElector
 from gitsync.sync import Syncer
+from gitsync.ui import DriftPage
 
 log = logging.getLogger(__name__)
 JOB_ID = "sync"
@@ -47,6 +49,8 @@ class DaemonOptions:
     #: seconds a client has to send a whole request (headers and body)
     http_request_timeout: float = 10.0
     http_max_connections: int = 256
+    #: the read-only drift page at / and /api/v1/apps
+    ui: bool = True
 
 
 class Daemon:
@@ -84,6 +88,7 @@ class Daemon:
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
         self._later: threading.Timer | None = None
+        self.page = DriftPage(controller, syncer) if options.ui else None
         limits = Limits(
             request_timeout=options.http_request_timeout,
             max_connections=options.http_max_connections,
@@ -248,6 +253,8 @@ class Daemon:
             if request.method != "POST":
                 return Response(405, "method not allowed\n", headers=(("Allow", "POST"),))
             return self._webhook(request)
+        if self.page is not None and self.page.handles(request.path):
+            return self.page.handle(request)
         if request.path not in ("/healthz", "/readyz", "/metrics"):
             return Response(404, "not found\n")
         if request.method != "GET":

@@ -1,0 +1,129 @@
+"""The drift page served by the daemon, against the real control plane: a ``kubectl
+scale`` on the page within 2 s, values escaped, read-only, and no secret in it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitsync.kube import Kube
+from tests.gitserver import Upstream
+from tests.integration.test_daemon import SECRET, Running, start_daemon
+from tests.integration.test_drift import kubectl
+from tests.support import app_yaml, get, wait_until
+
+EVIL = '"<script>alert(1)</script>"'
+
+
+@pytest.fixture
+def page_daemon(
+    kube: Kube, crd: str, namespace: str, upstream: Upstream, cache_dir: Path
+) -> Iterator[Running]:
+    upstream.commit(
+        {
+            # report: the drift stays for the page to show (correct would undo it at once)
+            "apps/web.yaml": app_yaml(namespace, "web", replicas=2, driftPolicy="report"),
+            "apps/evil.yaml": app_yaml(
+                namespace, "evil", env=f"[{{name: X, value: {EVIL}}}]", driftPolicy="report"
+            ),
+        }
+    )
+    for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
+        wait_until(lambda: get(kube, "MyApp", namespace, "evil"), timeout=30, what="synced")
+        yield running
+
+
+def _apps(running: Running) -> dict[str, Any]:
+    code, text = running.http("GET", "/api/v1/apps")
+    assert code == 200, text
+    return dict(json.loads(text))
+
+
+def _drift_on_page(running: Running, name: str) -> list[dict[str, Any]]:
+    apps = {a["name"]: a for a in _apps(running)["apps"]}
+    return list(apps.get(name, {}).get("drift") or [])
+
+
+def test_page_shows_a_kubectl_scale_within_2s(
+    page_daemon: Running, kubectl_bin: str, kubeconfig: str, namespace: str
+) -> None:
+    assert _drift_on_page(page_daemon, "web") == []
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/web", "--replicas=4")
+    start = time.monotonic()
+    drift = wait_until(
+        lambda: _drift_on_page(page_daemon, "web"), timeout=10, interval=0.05, what="drift"
+    )
+    seconds = time.monotonic() - start
+    assert seconds < 2.0, f"drift reached the page after {seconds:.2f}s"
+    assert drift[0]["path"] == "spec.replicas"
+    assert (drift[0]["desired"], drift[0]["live"]) == (2, 4)
+    assert drift[0]["manager"].startswith("kubectl")
+
+    code, html = page_daemon.http("GET", "/")
+    assert code == 200 and "spec.replicas" in html and "kubectl" in html
+    code, body = page_daemon.http("GET", f"/api/v1/apps/{namespace}/web")
+    assert code == 200
+    rows = {(r["object"].split("/")[0], r["path"]): r for r in json.loads(body)["blame"]}
+    scaled = rows[("Deployment", "spec.replicas")]
+    assert scaled["drifted"] and scaled["live"] == 4 and scaled["origin"]["kind"] == "drift"
+    image = rows[("MyApp", "spec.image")]
+    # the daemon's checkout holds the applied revision: lines without commits
+    assert image["origin"]["file"] == "apps/web.yaml" and image["origin"]["line"] == 7
+
+
+def test_page_escapes_values_and_exposes_no_secret(
+    page_daemon: Running, namespace: str, tmp_path: Path
+) -> None:
+    for path in ("/", f"/apps/{namespace}/evil"):
+        code, html = page_daemon.http("GET", path)
+        assert code == 200, path
+        assert "<script>alert" not in html, path
+    code, html = page_daemon.http("GET", f"/apps/{namespace}/evil")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown, as text
+    everything = "".join(
+        page_daemon.http("GET", p)[1]
+        for p in ("/", "/api/v1/apps", f"/apps/{namespace}/web", f"/api/v1/apps/{namespace}/web")
+    )
+    assert SECRET.decode() not in everything
+    assert "managedFields" not in everything and "token" not in everything.lower()
+    assert page_daemon.http("GET", f"/apps/{namespace}/nothing")[0] == 404
+    assert page_daemon.http("GET", "/apps/../../etc/passwd")[0] == 404
+
+
+def test_page_is_read_only(page_daemon: Running, namespace: str) -> None:
+    """No request of any verb reaches the API server from the page's code, and it
+    refuses every method but GET."""
+    kube = page_daemon.daemon.controller.kube
+    from_page: list[str] = []
+    real = kube.request
+    lock = threading.Lock()
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        stack = traceback.extract_stack()
+        if any(f.filename.endswith(("gitsync/ui.py", "gitsync/page.py")) for f in stack):
+            with lock:
+                from_page.append(str(args[:2]))
+        return real(*args, **kw)
+
+    kube.request = spy  # type: ignore[method-assign]
+    try:
+        for _ in range(5):
+            for p in (
+                "/",
+                "/api/v1/apps",
+                f"/apps/{namespace}/web",
+                f"/api/v1/apps/{namespace}/web",
+            ):
+                assert page_daemon.http("GET", p)[0] == 200
+    finally:
+        kube.request = real  # type: ignore[method-assign]
+    assert from_page == []
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        assert page_daemon.http(method, "/api/v1/apps", b"{}")[0] == 405, method
