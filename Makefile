@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries peers bundle cluster cluster-down lint typecheck unit integration test demo run bench clean
+.PHONY: all venv binaries chromium peers bundle cluster cluster-down lint typecheck unit integration test demo run bench clean
 
 all: test
 
@@ -19,6 +19,13 @@ $(STAMP): pyproject.toml
 	touch $@
 
 venv: $(STAMP)
+
+# the drift page's browser test drives Debian's Chromium (Playwright's own download is not used)
+# (root installs it directly; anyone else through sudo, as on a CI runner)
+chromium:
+	@test -x /usr/bin/chromium || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 
 binaries: $(STAMP)
 	$(PY) -m testenv.build
@@ -48,11 +55,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -m 'not integration' tests
 
-integration: cluster
+integration: cluster chromium
 	$(PY) -m pytest -m integration tests
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
-test: lint typecheck cluster peers
+test: lint typecheck cluster peers chromium
 	$(PY) -m pytest tests
 
 demo: $(STAMP)

@@ -1,0 +1,85 @@
+"""The drift page in a real browser (Debian's headless Chromium, driven by Playwright):
+the open page shows a ``kubectl scale`` within 2 s without a reload, a value holding
+``<script>`` stays text, and the screenshot in the README is taken here.
+
+``make venv`` installs Playwright; ``make chromium`` installs the browser (Playwright's
+own browser download is not used: the Debian package is).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Dialog, Page, sync_playwright
+
+from tests.conftest import ROOT
+from tests.integration.test_daemon import Running
+from tests.integration.test_drift import kubectl
+from tests.integration.test_ui import page_daemon  # noqa: F401 (a fixture)
+
+CHROMIUM = os.environ.get("GITSYNC_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOT = ROOT / "docs" / "drift-page.png"
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Page]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"no Chromium at {CHROMIUM}: run `make chromium`", pytrace=False)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 560})
+        finally:
+            browser.close()
+
+
+def test_browser_shows_the_drift_live_and_escaped(
+    page_daemon: Running,  # noqa: F811
+    browser_page: Page,
+    kubectl_bin: str,
+    kubeconfig: str,
+    namespace: str,
+) -> None:
+    page = browser_page
+    scripts_run: list[str] = []
+
+    def on_dialog(dialog: Dialog) -> None:  # alert() from an injected script
+        scripts_run.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.goto(page_daemon.base + "/")
+    rows = page.locator("#apps tbody tr")
+    assert rows.count() == 2
+    web = page.locator("#apps tbody tr", has_text="web")
+    assert "in sync" in web.inner_text()
+
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/web", "--replicas=5")
+    start = time.monotonic()
+    drifted = page.locator("#apps tbody tr.drifted", has_text="spec.replicas")
+    drifted.wait_for(timeout=5000)
+    seconds = time.monotonic() - start
+    assert seconds < 2.0, f"the open page showed the drift after {seconds:.2f}s"
+    text = drifted.inner_text()
+    assert "live 5" in text and "Git 2" in text and "kubectl" in text
+
+    if os.environ.get("GITSYNC_SCREENSHOT"):
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
+
+    page.goto(f"{page_daemon.base}/apps/{namespace}/evil")
+    page.wait_for_timeout(1500)  # and one refresh by the script
+    body = page.locator("#blame").inner_text()
+    assert "<script>alert(1)</script>" in body  # shown as text ...
+    assert page.locator("script").count() == 1  # ... never an element, never run
+    assert scripts_run == []
+
+
+def test_screenshot_in_the_readme_exists() -> None:
+    # taken by the test above with GITSYNC_SCREENSHOT=1, and committed
+    assert SCREENSHOT.is_file() and SCREENSHOT.stat().st_size > 10_000
+    assert "docs/drift-page.png" in (ROOT / "README.md").read_text()
