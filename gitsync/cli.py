@@ -24,6 +24,7 @@ import yaml
 from gitsync import __version__, kubeconfig, logs, manifests, prune
 from gitsync import diff as difflib
 from gitsync import instance as instancelib
+from gitsync import metrics as metricslib
 from gitsync.api import (
     DEFAULT_FORCE_MANAGERS,
     KIND,
@@ -52,6 +53,8 @@ from gitsync.controller import Controller, ControllerConfig, foreign_deployment
 from gitsync.errors import APINotFoundError, ConfigError, one_line, printable
 from gitsync.kube import Kube, resource_path
 from gitsync.kubeconfig import default_namespace
+from gitsync.notification import FORMATS
+from gitsync.notify import Notifier
 from gitsync.plan import Settings
 from gitsync.report import drift_rows, render_table
 from gitsync.source import Credentials, open_source
@@ -345,6 +348,27 @@ def sync(output: str, **kw: Any) -> None:
 )
 @watch_namespace_option
 @opt(
+    "--notify-url",
+    env="NOTIFY_URL",
+    multiple=True,
+    help="POST drift, conflict, sync and prune notifications here (repeatable; "
+    "slack+https:// or teams+https:// for those formats).",
+)
+@opt(
+    "--notify-secret-file",
+    env="NOTIFY_SECRET_FILE",
+    type=click.Path(path_type=Path),
+    help="Key of the notifications' X-Hub-Signature-256 (HMAC-SHA256 of the body).",
+)
+@opt(
+    "--notify-format",
+    env="NOTIFY_FORMAT",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="Payload of every --notify-url: auto goes by the URL.",
+)
+@opt(
     "--ui/--no-ui",
     env="UI",
     default=True,
@@ -365,6 +389,11 @@ def run(**kw: Any) -> None:
     identity = _identity(kw)  # before any connection: a bad --instance-name is a usage error
     controller = _controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
     syncer = _syncer(kw, controller) if kw.get("repo") else None
+    metrics = metricslib.standard()
+    notifier = _notifier(kw, metrics)
+    if notifier is not None:
+        controller.events.listeners.append(notifier.on_event)
+        notifier.start()
     options = DaemonOptions(
         listen=kw["listen"],
         interval=kw["interval"],
@@ -379,7 +408,18 @@ def run(**kw: Any) -> None:
         http_max_connections=kw["http_max_connections"],
         ui=kw["ui"],
     )
-    sys.exit(Daemon(controller, syncer, options).run())
+    code = Daemon(controller, syncer, options, metrics).run()
+    if notifier is not None:
+        notifier.stop()
+    sys.exit(code)
+
+
+def _notifier(kw: dict[str, Any], metrics: metricslib.Metrics) -> Notifier | None:
+    if not kw.get("notify_url"):
+        return None
+    return Notifier.from_flags(
+        kw["notify_url"], kw.get("notify_secret_file"), kw["notify_format"], metrics
+    )
 
 
 # --- diff / drift ---------------------------------------------------------------------

@@ -389,6 +389,8 @@ class Controller:
                 f"{e['object']} {e['path']} (by {e.get('manager') or 'unknown'})"
                 for e in entries[:5]
             )
-            self.events.emit(myapp, "Warning", "Drifted", f"drift detected: {paths}")
+            self.events.emit(
+                myapp, "Warning", "Drifted", f"drift detected: {paths}", {"drift": entries}
+            )
         else:
             self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")

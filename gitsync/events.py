@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import socket
+from collections.abc import Callable
 from typing import Literal
 
 from gitsync.api import Obj
@@ -15,6 +16,8 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["Normal", "Warning"]
 MAX_MESSAGE = 1024
+#: told of every Event (the notifier): object, type, reason, message, structured details
+Listener = Callable[[Obj, EventType, str, str, "Obj | None"], None]
 
 
 class EventRecorder:
@@ -22,9 +25,18 @@ class EventRecorder:
         self.kube = kube
         self.component = component
         self.host = socket.gethostname()
+        self.listeners: list[Listener] = []
 
-    def emit(self, obj: Obj, type_: EventType, reason: str, message: str) -> None:
-        """Record an Event about ``obj``. Never raises: an Event is not worth a failed reconcile."""
+    def emit(
+        self, obj: Obj, type_: EventType, reason: str, message: str, details: Obj | None = None
+    ) -> None:
+        """Record an Event about ``obj``, and tell the listeners. Never raises: an Event is
+        not worth a failed reconcile. ``details`` (structured, for listeners) is not recorded."""
+        for listener in self.listeners:
+            try:
+                listener(obj, type_, reason, message, details)
+            except Exception:  # a listener's bug must not fail the reconcile that emits
+                log.exception("event listener failed on %s", reason)
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace") or "default"
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

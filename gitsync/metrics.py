@@ -75,4 +75,14 @@ def standard() -> Metrics:
     m.describe(
         "gitsync_http_refused_total", "counter", "HTTP requests refused unread or cut, by reason."
     )
+    m.describe(
+        "gitsync_notifications_total",
+        "counter",
+        "Notifications by result (delivered, failed, duplicate).",
+    )
+    m.describe(
+        "gitsync_notifications_dropped_total",
+        "counter",
+        "Notifications dropped because a receiver's queue was full.",
+    )
     return m

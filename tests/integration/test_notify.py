@@ -1,0 +1,81 @@
+"""Notifications from the operator against the real control plane: a ``kubectl scale``
+reaches a loopback receiver as drift (policy report) or as its correction (policy
+correct), signed, each once."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gitsync import metrics as metricslib
+from gitsync.controller import Controller
+from gitsync.kube import Kube
+from gitsync.notify import Notifier, NotifyOptions
+from tests.integration.test_drift import kubectl, start_app
+from tests.support import wait_until
+from tests.unit.test_notify import SECRET, Receiver
+
+
+@pytest.fixture
+def notified(controller: Controller) -> Iterator[tuple[Receiver, Notifier]]:
+    receiver = Receiver()
+    notifier = Notifier([receiver.url], NotifyOptions(secret=SECRET), metricslib.standard())
+    controller.events.listeners.append(notifier.on_event)
+    notifier.start()
+    yield receiver, notifier
+    notifier.stop()
+    receiver.close()
+
+
+def _events(receiver: Receiver, subject: str) -> list[dict[str, Any]]:
+    out = []
+    for headers, body, _ in receiver.received:
+        want = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        assert headers["X-Hub-Signature-256"] == want
+        doc = json.loads(body)
+        if doc["subject"] == subject:
+            out.append(doc)
+    return out
+
+
+def test_kubectl_scale_is_notified_as_drift_or_as_its_correction(
+    kube: Kube,
+    namespace: str,
+    notified: tuple[Receiver, Notifier],
+    kubectl_bin: str,
+    kubeconfig: str,
+) -> None:
+    receiver, _ = notified
+    start_app(kube, namespace, "kept", replicas=2, driftPolicy="report")
+    start_app(kube, namespace, "fixed", replicas=2)
+    for name in ("kept", "fixed"):
+        kubectl(
+            kubectl_bin, kubeconfig, "-n", namespace, "scale", f"deployment/{name}", "--replicas=5"
+        )
+
+    kept = wait_until(
+        lambda: [
+            e
+            for e in _events(receiver, f"MyApp/{namespace}/kept")
+            if e["event"] == "drift.detected"
+        ],
+        what="drift.detected",
+    )
+    assert kept[0]["details"]["drift"][0]["path"] == "spec.replicas"
+    assert kept[0]["details"]["drift"][0]["live"] == 5
+    fixed = wait_until(
+        lambda: [
+            e
+            for e in _events(receiver, f"MyApp/{namespace}/fixed")
+            if e["event"] == "drift.corrected"
+        ],
+        what="drift.corrected",
+    )
+    assert "spec.replicas" in fixed[0]["message"] and "kubectl" in fixed[0]["message"]
+    ids = [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received]
+    assert len(ids) == len(set(ids)), "a notification was delivered twice"

@@ -1,0 +1,216 @@
+"""Notifications over real HTTP on loopback: signed like GitHub's webhooks, retried with
+backoff when the receiver is down or failing, de-duplicated by id, and never blocking
+the caller when the receiver is slow (the overflow is counted)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from gitsync import metrics as metricslib
+from gitsync.errors import ConfigError
+from gitsync.notification import Notification, format_for, from_event, payload
+from gitsync.notify import Notifier, NotifyOptions
+from tests.support import wait_until
+
+SECRET = b"notify-secret-for-tests"
+
+
+class Receiver:
+    """A webhook receiver on loopback; ``answers`` are the statuses of the next requests."""
+
+    def __init__(self, answers: list[int] | None = None, delay: float = 0.0) -> None:
+        self.received: list[tuple[dict[str, str], bytes, float]] = []
+        self.answers = list(answers or [])
+        self.delay = delay
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append((dict(self.headers), body, time.monotonic()))
+                time.sleep(receiver.delay)
+                status = receiver.answers.pop(0) if receiver.answers else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook?token=abc"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def _notification(n: int = 1, event: str = "drift.detected") -> Notification:
+    return Notification(f"id-{n}", event, "MyApp/shop/web", f"message {n}", "2026-01-01T00:00:00Z")  # type: ignore[arg-type]
+
+
+def _notifier(urls: list[str], **kw: Any) -> Notifier:
+    options = NotifyOptions(secret=SECRET, **{"backoff": 0.05, "timeout": 2.0, **kw})
+    notifier = Notifier(urls, options, metricslib.standard())
+    notifier.start()
+    return notifier
+
+
+def test_delivery_is_signed_like_github(receiver: Receiver) -> None:
+    notifier = _notifier([receiver.url])
+    notifier.publish(_notification())
+    wait_until(lambda: receiver.received, timeout=10, what="a delivery")
+    notifier.stop()
+    headers, body, _ = receiver.received[0]
+    want = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Hub-Signature-256"], want)
+    assert headers["X-Gitsync-Delivery"] == "id-1"
+    assert headers["X-Gitsync-Event"] == "drift.detected"
+    assert json.loads(body)["subject"] == "MyApp/shop/web"
+    assert notifier.metrics.get("gitsync_notifications_total", result="delivered") == 1
+
+
+def test_failing_receiver_is_retried_with_growing_backoff_then_delivered() -> None:
+    r = Receiver(answers=[500, 503, 429])
+    try:
+        notifier = _notifier([r.url])
+        notifier.publish(_notification())
+        wait_until(lambda: len(r.received) == 4, timeout=10, what="four attempts")
+        wait_until(
+            lambda: notifier.metrics.get("gitsync_notifications_total", result="delivered"),
+            timeout=5,
+        )
+        notifier.stop()
+    finally:
+        r.close()
+    times = [t for _, _, t in r.received]
+    assert times[1] - times[0] >= 0.04  # the first backoff, 0.05 s ± 20%: not at once
+    assert {h["X-Gitsync-Delivery"] for h, _, _ in r.received} == {"id-1"}  # one id: de-dup
+
+
+def test_a_4xx_is_not_retried(receiver: Receiver) -> None:
+    receiver.answers = [400]
+    notifier = _notifier([receiver.url])
+    notifier.publish(_notification())
+    wait_until(
+        lambda: notifier.metrics.get("gitsync_notifications_total", result="failed"), timeout=10
+    )
+    notifier.stop()
+    assert len(receiver.received) == 1
+
+
+def test_receiver_down_gives_up_after_bounded_attempts() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    delays: list[float] = []
+
+    def sleep(seconds: float) -> bool:
+        delays.append(seconds)
+        return False
+
+    options = NotifyOptions(secret=SECRET, attempts=4, backoff=1.0, max_backoff=3.0)
+    notifier = Notifier([f"http://127.0.0.1:{port}/"], options, metricslib.standard(), sleep=sleep)
+    notifier.start()
+    notifier.publish(_notification())
+    wait_until(
+        lambda: notifier.metrics.get("gitsync_notifications_total", result="failed"), timeout=10
+    )
+    notifier.stop()
+    assert len(delays) == 3  # four attempts, three waits
+    assert 0.8 <= delays[0] <= 1.2 and 1.6 <= delays[1] <= 2.4 and 2.4 <= delays[2] <= 3.6
+
+
+def test_slow_receiver_never_blocks_and_overflow_is_counted() -> None:
+    slow = Receiver(delay=1.0)
+    fast = Receiver()
+    try:
+        notifier = _notifier([slow.url, fast.url], queue_size=3)
+        start = time.monotonic()
+        for n in range(20):
+            notifier.publish(_notification(n))
+        took = time.monotonic() - start
+        assert took < 0.2, f"publishing 20 notifications took {took:.2f}s"
+        # the fast receiver is not held up by the slow one
+        wait_until(lambda: len(fast.received) >= 3, timeout=5, what="the fast receiver")
+        dropped = notifier.metrics.get("gitsync_notifications_dropped_total")
+        assert dropped >= 20 - 3 - 1 - 3  # at most queue + one in flight per target kept
+        notifier.stop(timeout=3)
+    finally:
+        slow.close()
+        fast.close()
+
+
+def test_the_same_id_is_queued_once(receiver: Receiver) -> None:
+    notifier = _notifier([receiver.url])
+    notifier.publish(_notification(1))
+    notifier.publish(_notification(1))
+    notifier.publish(_notification(2))
+    wait_until(lambda: len(receiver.received) == 2, timeout=10, what="two deliveries")
+    time.sleep(0.2)
+    notifier.stop()
+    assert [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received] == ["id-1", "id-2"]
+    assert notifier.metrics.get("gitsync_notifications_total", result="duplicate") == 1
+
+
+def test_events_become_notifications_with_stable_ids() -> None:
+    app = {"metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "7"}}
+    entries = [
+        {"object": "Deployment/web", "path": "spec.replicas", "manager": "kubectl"},
+        {"object": "Deployment/web", "path": "spec.x", "manager": "hpa", "conflict": True},
+    ]
+    first = from_event(app, "Drifted", "drift detected", "t1", {"drift": entries})
+    assert [n.event for n in first] == ["drift.detected", "conflict"]
+    assert first[0].subject == "MyApp/shop/web"
+    assert "spec.x (by hpa)" in first[1].message
+    again = from_event(app, "Drifted", "drift detected", "t2", {"drift": entries})
+    assert [n.id for n in again] == [n.id for n in first]  # a re-emit is a duplicate
+    later = {"metadata": {**app["metadata"], "resourceVersion": "9"}}
+    assert (
+        from_event(later, "Drifted", "drift detected", "t3", {"drift": entries})[0].id
+        != first[0].id
+    )
+    assert from_event(app, "Updated", "x", "t") == []
+    cm = {"kind": "ConfigMap", "metadata": {"name": "gitsync-status", "namespace": "gs"}}
+    assert [n.event for n in from_event(cm, "SyncFailed", "boom", "t")] == ["sync.failed"]
+    assert [n.event for n in from_event(cm, "PruneSkipped", "why", "t")] == ["prune.skipped"]
+    assert [n.event for n in from_event(app, "Pruned", "gone", "t")] == ["prune.done"]
+    assert [n.event for n in from_event(app, "DriftCorrected", "x", "t")] == ["drift.corrected"]
+
+
+def test_formats_by_scheme_host_or_flag() -> None:
+    assert format_for("slack+https://example.com/x") == ("slack", "https://example.com/x")
+    assert format_for("teams+https://example.com/x") == ("teams", "https://example.com/x")
+    assert format_for("https://hooks.slack.com/services/T/B/C")[0] == "slack"
+    assert format_for("https://acme.webhook.office.com/webhookb2/x")[0] == "teams"
+    assert format_for("https://example.com/x")[0] == "json"
+    assert format_for("https://example.com/x", "teams")[0] == "teams"
+    n = _notification()
+    assert "*gitsync: drift.detected MyApp/shop/web*" in json.loads(payload(n, "slack"))["text"]
+    card = json.loads(payload(n, "teams"))
+    assert card["@type"] == "MessageCard" and card["title"].endswith("MyApp/shop/web")
+    assert json.loads(payload(n, "json"))["id"] == "id-1"
+
+
+def test_bad_urls_are_refused_without_echoing_the_path() -> None:
+    with pytest.raises(ConfigError) as e:
+        Notifier(["ftp://host/secret-token-path"], NotifyOptions())
+    assert "secret-token-path" not in str(e.value)
