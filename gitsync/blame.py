@@ -27,7 +27,14 @@ from typing import Any, Final, Literal
 import yaml
 
 from gitsync import drift as driftlib
-from gitsync.api import DEFAULT_FORCE_MANAGERS, FIELD_MANAGER, KIND, Obj, subject
+from gitsync.api import (
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY_LABEL,
+    Obj,
+    subject,
+)
 from gitsync.managedfields import KEY_DEFAULTS, Path, fields_of, human_path, item_key, key_element
 from gitsync.render import CONTAINER_NAME, desired_myapp, render
 
@@ -106,9 +113,11 @@ class BlameRow:
     desired: Any
     origin: Origin
     drifted: bool = False
+    #: for a drifted field: where the value gitsync wants comes from
+    wanted: Origin | None = None
 
     def to_json(self) -> Obj:
-        return {
+        out: Obj = {
             "object": self.object,
             "path": self.path,
             "live": self.live,
@@ -116,6 +125,9 @@ class BlameRow:
             "drifted": self.drifted,
             "origin": self.origin.to_json(),
         }
+        if self.wanted is not None:
+            out["desiredOrigin"] = self.wanted.to_json()
+        return out
 
 
 def blame(
@@ -154,7 +166,9 @@ def _myapp_rows(myapp: Obj, git: GitView | None, attribute: Any) -> list[BlameRo
         items = _recorded_drift(myapp, label)
     rows = []
     for path in _leaves(desired):
-        origin = _drift_origin(items, path) or _git_origin(git, path, myapp)
+        in_git = _git_origin(git, path, myapp)
+        origin = _drift_origin(items, path) or in_git
+        drifted = origin.kind in ("drift", "conflict")
         rows.append(
             BlameRow(
                 object=label,
@@ -162,7 +176,8 @@ def _myapp_rows(myapp: Obj, git: GitView | None, attribute: Any) -> list[BlameRo
                 live=value_at(myapp, path),
                 desired=value_at(driftlib.canonicalise(desired), path),
                 origin=origin,
-                drifted=origin.kind in ("drift", "conflict"),
+                drifted=drifted,
+                wanted=in_git if drifted else None,
             )
         )
     return rows
@@ -217,9 +232,9 @@ def _deployment_rows(
     canonical = driftlib.canonicalise(driftlib.comparable(desired))
     rows = []
     for path in _leaves(desired):
-        origin = _drift_origin(items, path)
-        if origin is None:
-            origin = _rendered_origin(path, myapp, git, app_rows)
+        rendered = _rendered_origin(path, myapp, git, app_rows)
+        origin = _drift_origin(items, path) or rendered
+        drifted = origin.kind in ("drift", "conflict")
         rows.append(
             BlameRow(
                 object=label,
@@ -227,7 +242,8 @@ def _deployment_rows(
                 live=value_at(deployment, path),
                 desired=value_at(canonical, path),
                 origin=origin,
-                drifted=origin.kind in ("drift", "conflict"),
+                drifted=drifted,
+                wanted=rendered if drifted else None,
             )
         )
     return rows
@@ -239,9 +255,9 @@ def rendered_from(path: Path) -> Path | None:
     if path == ("f:spec", "f:replicas"):
         return ("f:spec", "f:replicas")
     if path[: len(_CONTAINER)] != _CONTAINER:
-        if path[:1] == ("f:metadata",) and "f:ownerReferences" in path:
-            return None  # the MyApp's uid: identity
-        # labels and the selector are the MyApp's name
+        if "f:ownerReferences" in path or path[-1] == f"f:{MANAGED_BY_LABEL}":
+            return None  # the MyApp's uid, gitsync's own label
+        # the other labels and the selector are the MyApp's name
         return ("f:metadata", "f:name")
     rest = path[len(_CONTAINER) :]
     if rest[:1] == ("f:image",):
@@ -258,10 +274,11 @@ def _rendered_origin(
 ) -> Origin:
     source = rendered_from(path)
     if source is None:
-        return Origin("rendered", note="set by gitsync from the MyApp's identity")
+        return Origin("rendered", note="set by gitsync (constant, or the MyApp's uid)")
     via = human_path(source)
     row = app_rows.get(via)
     if row is not None:
+        # the live MyApp's value, wherever that came from (a kubectl edit of the MyApp too)
         return replace(row.origin, via=via)
     if source == ("f:spec", "f:replicas"):
         return Origin("default", via=via, note="the MyApp sets no replicas: default 1")
@@ -415,7 +432,7 @@ def describe(origin: Origin) -> str:
 
 def render_text(rows: list[BlameRow]) -> str:
     width = max((len(r.path) for r in rows), default=0)
-    vwidth = min(30, max((len(_show(r.live)) for r in rows), default=0))
+    vwidth = max((len(_show(r.live)) for r in rows), default=0)
     out: list[str] = []
     current = ""
     for r in rows:
@@ -425,14 +442,15 @@ def render_text(rows: list[BlameRow]) -> str:
         live = _show(r.live)
         text = describe(r.origin)
         if r.drifted:
-            text += f" (Git says {_show(r.desired)})"
+            wanted = f" {describe(r.wanted)}" if r.wanted is not None else ""
+            text += f"; Git says {_show(r.desired)}{wanted}"
         out.append(f"  {r.path.ljust(width)}  {live.ljust(vwidth)}  {text}")
     return "\n".join(out) + "\n"
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, width: int = 40) -> str:
     if value is None:
         return "<none>"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    # the text table stays readable; -o json and yaml give whole values
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -249,12 +249,12 @@ def test_file_variables_point_into_mounted_volumes() -> None:
     files["GITSYNC_CACHE_DIR"] = next(
         e["value"] for e in container["env"] if e["name"] == "GITSYNC_CACHE_DIR"
     )
-    assert len(files) == 5, files
+    assert len(files) == 6, files
     for name, path in files.items():
         assert any(path.startswith(m + "/") or path == m for m in mounts), (name, path)
 
 
-COMMANDS = ("run", "sync", "diff", "drift", "validate", "version")
+COMMANDS = ("run", "sync", "diff", "drift", "validate", "blame", "version")
 
 
 def test_operating_docs_cover_every_flag_variable_and_metric() -> None:
