@@ -106,7 +106,11 @@ def test_blame_traces_fields_to_commits_and_lines_then_to_kubectl_scale(
         for ln in drifted.stdout.splitlines()
         if ln.strip().startswith("spec.replicas  ") and "kubectl" in ln
     )
-    assert "5" in line and "drift: changed by kubectl" in line and "; Git says 2 ← spec.replicas ← apps/web.yaml:8" in line
+    assert (
+        "5" in line
+        and "drift: changed by kubectl" in line
+        and "; Git says 2 ← spec.replicas ← apps/web.yaml:8" in line
+    )
     image_line = next(
         ln for ln in drifted.stdout.splitlines() if "containers[name=app].image" in ln
     )
