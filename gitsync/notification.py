@@ -26,7 +26,11 @@ FORMATS: Final = ("auto", "json", "slack", "teams")
 REASONS: Final[Mapping[str, EventKind]] = {
     "Drifted": "drift.detected",
     "DriftCorrected": "drift.corrected",
+    # one MyApp that would not apply, and the pass as a whole
+    "ApplyFailed": "sync.failed",
     "SyncFailed": "sync.failed",
+    # another gitsync instance holds the MyApp: never fought over, like another controller
+    "OwnedByAnotherInstance": "conflict",
     "PruneSkipped": "prune.skipped",
     "Pruned": "prune.done",
 }

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ from gitsync import metrics as metricslib
 from gitsync.controller import Controller
 from gitsync.kube import Kube
 from gitsync.notify import Notifier, NotifyOptions
+from tests.gitserver import Upstream
 from tests.integration.test_drift import kubectl, start_app
-from tests.support import wait_until
+from tests.integration.test_sync import syncer
+from tests.support import app_yaml, wait_until
 from tests.unit.test_notify import SECRET, Receiver
 
 
@@ -79,3 +82,36 @@ def test_kubectl_scale_is_notified_as_drift_or_as_its_correction(
     assert "spec.replicas" in fixed[0]["message"] and "kubectl" in fixed[0]["message"]
     ids = [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received]
     assert len(ids) == len(set(ids)), "a notification was delivered twice"
+
+
+def test_prune_done_then_sync_failed_and_prune_skipped(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    notified: tuple[Receiver, Notifier],
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    receiver, _ = notified
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b", "c")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    upstream.commit({"apps/c.yaml": None})
+    assert s.run().count("pruned") == 1
+    done = wait_until(lambda: [e for e in _all(receiver) if e["event"] == "prune.done"])
+    assert done[0]["subject"] == f"MyApp/{namespace}/c"
+
+    upstream.commit({"apps/b.yaml": None, "apps/broken.yaml": "kind: [\n"})
+    result = s.run()
+    assert not result.ok and result.prune_skipped
+    events = wait_until(
+        lambda: {e["event"] for e in _all(receiver)} >= {"sync.failed", "prune.skipped"} or None,
+        what="sync.failed and prune.skipped",
+    )
+    assert events
+    failed = next(e for e in _all(receiver) if e["event"] == "sync.failed")
+    assert "broken.yaml" in failed["message"]
+
+
+def _all(receiver: Receiver) -> list[dict[str, Any]]:
+    return [json.loads(body) for _, body, _ in receiver.received]

@@ -194,6 +194,8 @@ def test_events_become_notifications_with_stable_ids() -> None:
     assert [n.event for n in from_event(cm, "PruneSkipped", "why", "t")] == ["prune.skipped"]
     assert [n.event for n in from_event(app, "Pruned", "gone", "t")] == ["prune.done"]
     assert [n.event for n in from_event(app, "DriftCorrected", "x", "t")] == ["drift.corrected"]
+    assert [n.event for n in from_event(app, "ApplyFailed", "x", "t")] == ["sync.failed"]
+    assert [n.event for n in from_event(app, "OwnedByAnotherInstance", "x", "t")] == ["conflict"]
 
 
 def test_formats_by_scheme_host_or_flag() -> None:
