@@ -61,6 +61,7 @@ def test_page_shows_a_kubectl_scale_within_2s(
         lambda: _drift_on_page(page_daemon, "web"), timeout=10, interval=0.05, what="drift"
     )
     seconds = time.monotonic() - start
+    print(f"kubectl scale to the page: {seconds:.2f}s")
     assert seconds < 2.0, f"drift reached the page after {seconds:.2f}s"
     assert drift[0]["path"] == "spec.replicas"
     assert (drift[0]["desired"], drift[0]["live"]) == (2, 4)
