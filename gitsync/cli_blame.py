@@ -27,10 +27,12 @@ from gitsync.cli_options import (
 )
 from gitsync.errors import APINotFoundError, ConfigError
 from gitsync.kube import Kube, resource_path
+from gitsync.kubeconfig import default_namespace
 
 
-def parse_target(target: str, namespace: str | None) -> tuple[str, str]:
-    """``MyApp/ns/name``, ``ns/name`` or ``name`` (with ``-n``) → (namespace, name)."""
+def parse_target(target: str, namespace: str | None, fallback: str = "default") -> tuple[str, str]:
+    """``MyApp/ns/name``, ``ns/name`` or ``name`` (with ``-n``, else ``fallback``, the
+    kubeconfig context's namespace as kubectl takes it) → (namespace, name)."""
     parts = target.split("/")
     if len(parts) in (2, 3) and parts[0].lower() in ("myapp", "myapps", "myapp.apps.example.com"):
         parts = parts[1:]
@@ -39,14 +41,20 @@ def parse_target(target: str, namespace: str | None) -> tuple[str, str]:
             raise ConfigError(f"{target!r} names namespace {parts[0]!r}, but -n says {namespace!r}")
         return parts[0], parts[1]
     if len(parts) == 1 and parts[0]:
-        return namespace or "default", parts[0]
+        return namespace or fallback, parts[0]
     raise ConfigError(f"{target!r} is not MyApp/namespace/name, namespace/name or a name")
 
 
 @click.command("blame")
 @click.argument("target")
 @cluster_options
-@opt("-n", "--namespace", env="NAMESPACE", default=None, help="Namespace of a bare name.")
+@opt(
+    "-n",
+    "--namespace",
+    env="NAMESPACE",
+    default=None,
+    help="Namespace of a bare name (default: the context's, as kubectl).",
+)
 @opt(
     "--repo",
     env="BLAME_REPO",
@@ -77,7 +85,8 @@ def blame_command(
     """Each field gitsync manages on a MyApp and its Deployment, with its origin: the
     Git commit and line that set it, or who changed it since. Exit 0 none drifted,
     1 drift, 2 error."""
-    ns, name = parse_target(target, namespace)
+    fallback = default_namespace(kw.get("kubeconfig"), kw.get("context"))
+    ns, name = parse_target(target, namespace, fallback)
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     who = f"{KIND}/{ns}/{name}"
     try:

@@ -47,6 +47,7 @@ def test_values_reach_the_objects(helm: str, home: Path) -> None:
             *("--set", "allowedNamespaces={team-a,team-b}", "--set", "driftPolicy=report"),
             *("--set", "gitCredentials.type=token", "--set", "gitCredentials.existingSecret=creds"),
             *("--set", "webhook.existingSecret=hook", "--set", "replicas=3"),
+            *("--set", "notify.existingSecret=alerts"),
             *("--set", "image.tag=9.9.9", "--set", "leaderElection.enabled=false"),
             *("--set", "serviceMonitor.enabled=true", "--set", "prune.maxFraction=0.2"),
             namespace="elsewhere",
@@ -65,7 +66,13 @@ def test_values_reach_the_objects(helm: str, home: Path) -> None:
     assert deployment["spec"]["replicas"] == 3
     assert pod["containers"][0]["image"] == "ghcr.io/example/gitsync:9.9.9"
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
-    assert secrets == {"git-credentials": "creds", "webhook-secret": "hook"}
+    assert secrets == {
+        "git-credentials": "creds",
+        "webhook-secret": "hook",
+        "notify-secret": "alerts",
+    }
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["GITSYNC_NOTIFY_URL"]["valueFrom"]["secretKeyRef"]["name"] == "alerts"
     [subject] = docs[("ClusterRoleBinding", "gitsync")]["subjects"]
     assert subject["namespace"] == "elsewhere"
     monitor = docs[("ServiceMonitor", "gitsync")]

@@ -196,12 +196,12 @@ def test_view_refuses_a_source_path_outside_the_repository(tmp_path: Path) -> No
         ("MyApp/shop/web", None, ("shop", "web")),
         ("shop/web", None, ("shop", "web")),
         ("web", "shop", ("shop", "web")),
-        ("web", None, ("default", "web")),
+        ("web", None, ("ctx", "web")),
         ("myapp/web", "shop", ("shop", "web")),
     ],
 )
 def test_targets(target: str, ns: str | None, want: tuple[str, str]) -> None:
-    assert parse_target(target, ns) == want
+    assert parse_target(target, ns, "ctx") == want
 
 
 @pytest.mark.parametrize(("target", "ns"), [("a/b/c/d", None), ("shop/web", "other"), ("/", None)])
