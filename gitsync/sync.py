@@ -312,7 +312,9 @@ class Syncer:
             # (no longer held to Git: run() let go of what left it before pruning)
             self.controller.sync_info.pop(key, None)
             result.objects.append(ObjectResult(who, "pruned"))
-            self.controller.events.emit(obj, "Normal", "Pruned", f"{who} left Git; deleted")
+            self.controller.events.emit(
+                tracked[key], "Normal", "Pruned", f"{who} left Git; deleted"
+            )
             log.info("pruned", extra={"key": key})
 
     def _prune_one(self, key: str, uid: str) -> bool:
