@@ -24,6 +24,11 @@ class FakeAPI:
     server_version: dict[str, str]
     deleted: list[tuple[str, str | None]] = field(default_factory=list)
     leader: bool = True
+    #: Event reasons recorded (the notifier hears of a prune through them)
+    events: list[str] = field(default_factory=list)
+
+    def emit(self, obj: Any, type_: str, reason: str, message: str, details: Any = None) -> None:
+        self.events.append(reason)
 
     def delete(self, kind: str, ns: str, name: str, uid: str, version: str | None) -> None:
         key = f"{ns}/{name}"
@@ -57,6 +62,7 @@ def syncer(api: FakeAPI) -> Syncer:
         is_leader=lambda: api.leader,
         foreign_owner=None,
         sync_info={},
+        events=api,
     )
     options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
     return Syncer(cast(Controller, controller), cast(Source, SimpleNamespace()), options)
@@ -71,6 +77,7 @@ def test_a_status_write_the_cache_has_not_seen_delays_the_prune_but_does_not_sto
     s._prune(result, KEPT, tracked, manifests_ok=True)
     assert api.deleted == [("shop/web", "12")]
     assert [(o.subject, o.action) for o in result.objects] == [("MyApp/shop/web", "pruned")]
+    assert api.events == ["Pruned"]
 
 
 def test_a_myapp_relabelled_before_the_retry_is_not_deleted() -> None:
@@ -88,7 +95,7 @@ def test_a_myapp_relabelled_before_the_retry_is_not_deleted() -> None:
     api._catch_up = relabelled  # type: ignore[method-assign]
     result = SyncResult()
     s._prune(result, KEPT, tracked, manifests_ok=True)
-    assert api.deleted == [] and result.objects == []
+    assert api.deleted == [] and result.objects == [] and api.events == []
 
 
 def test_no_delete_is_retried_once_leadership_is_lost() -> None:
