@@ -19,6 +19,7 @@ from gitsync import diff as difflib
 from gitsync import drift as driftlib
 from gitsync.api import APPLIED_ANNOTATION, KIND, Obj, subject
 from gitsync.managedfields import human_path
+from gitsync.namespaces import NamespacePlan
 from gitsync.plan import Settings, Step, plan_app, put, value_at, without
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
@@ -27,6 +28,7 @@ WRITES: Final = ("created", "configured", "pruned")
 #: one action per object, in summary order
 OBJECT_ACTIONS: Final = ("created", "configured", "unchanged", "pruned")
 DEFAULT_SETTINGS: Final = Settings()
+NO_NAMESPACES: Final = NamespacePlan()
 _STAMP_PATH: Final = ("f:metadata", "f:annotations", f"f:{APPLIED_ANNOTATION}")
 
 
@@ -98,11 +100,20 @@ def plan(
     deployments: dict[str, Obj],
     prune: Iterable[str] = (),
     settings: Settings = DEFAULT_SETTINGS,
+    namespaces: NamespacePlan = NO_NAMESPACES,
 ) -> ChangeSet:
     """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
-    ``myapps``/``deployments``: live, by key; ``prune``: keys the prune guard lets go."""
+    ``myapps``/``deployments``: live, by key; ``prune``: keys the prune guard lets go;
+    ``namespaces``: what the pass does about namespaces that do not exist."""
     out = ChangeSet()
+    for body in namespaces.bodies():
+        out.changes.append(Change(f"Namespace/{body['metadata']['name']}", "created", desired=body))
     for key in sorted(desired):
+        if key in namespaces.missing:  # the sync fails on it the same way, before applying
+            ns, name = key.split("/", 1)
+            why = namespaces.missing[key]
+            out.changes.append(Change(subject(KIND, ns, name), "failed", reason=why))
+            continue
         try:
             steps = plan_app(desired[key], myapps.get(key), deployments.get(key), settings)
         except ValueError as e:  # not renderable: the sync fails on it the same way

@@ -25,6 +25,7 @@ from gitsync import __version__, kubeconfig, logs, manifests, prune
 from gitsync import diff as difflib
 from gitsync import instance as instancelib
 from gitsync import metrics as metricslib
+from gitsync import namespaces as nslib
 from gitsync.api import (
     DEFAULT_FORCE_MANAGERS,
     KIND,
@@ -40,6 +41,7 @@ from gitsync.cli_blame import blame_command
 from gitsync.cli_options import (
     NAMESPACE_DEFAULT,
     cluster_options,
+    create_namespace_option,
     expected_errors,
     fail,
     field_manager_option,
@@ -213,6 +215,7 @@ def _syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
         allowed_namespaces=_allowed(kw),
         denied_namespaces=_denied(kw),
         watch_namespace=kw.get("watch_namespace"),
+        create_namespace=kw["create_namespace"],
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
@@ -448,6 +451,7 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @field_manager_option
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @watch_namespace_option
+@create_namespace_option
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
@@ -490,7 +494,17 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         field_manager=kw["field_manager"],
     )
     applied = {k: body for k, body in desired.items() if k not in refused}
-    changes = plan(applied, myapps, deployments, pplan.delete, settings)
+    # as in a sync: namespaces of MyApps to be created are looked up (GETs, no writes)
+    namespaces = nslib.plan_namespaces(
+        applied,
+        myapps,
+        nslib.existing(kube, nslib.to_look_up(applied, myapps)),
+        create=kw["create_namespace"],
+        instance=identity.name,
+        allowed=_allowed(kw),
+        denied=_denied(kw),
+    )
+    changes = plan(applied, myapps, deployments, pplan.delete, settings, namespaces)
     _refuse_foreign_deployments(kube, changes, myapps)
     skipped = pplan.skipped if pplan.skipped and set(tracked) - set(desired) else None
     if output == "text":

@@ -167,9 +167,20 @@ def source_options(required: bool) -> Callable[[F], F]:
     return wrap
 
 
+def create_namespace_option(f: F) -> F:
+    return opt(
+        "--create-namespace",
+        env="CREATE_NAMESPACE",
+        is_flag=True,
+        help="Create the namespaces MyApps name when they do not exist (labelled as "
+        "gitsync's, never deleted; RBAC: create and patch namespaces).",
+    )(f)
+
+
 def sync_options(f: F) -> F:
     for deco in reversed(
         [
+            create_namespace_option,
             opt(
                 "--prune/--no-prune",
                 env="PRUNE",

@@ -18,6 +18,7 @@ from typing import Literal
 
 from gitsync import instance as instancelib
 from gitsync import manifests, prune
+from gitsync import namespaces as nslib
 from gitsync.api import (
     KIND,
     MANAGED_BY,
@@ -76,6 +77,8 @@ class SyncOptions:
     denied_namespaces: tuple[str, ...] = ()
     #: the operator's only namespace (None: all); Git MyApps elsewhere are refused
     watch_namespace: str | None = None
+    #: create missing target namespaces (with SSA, labelled as gitsync's; never deleted)
+    create_namespace: bool = False
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
@@ -196,8 +199,13 @@ class Syncer:
         # before applying: MyApps this pass creates must not dilute the prune
         # guard's fraction (a rename of N apps would otherwise look like N of 2N)
         tracked = self.tracked()
+        missing = self._namespaces(desired, result)
+        for key, message in sorted(missing.items()):
+            ns, name = key.split("/", 1)
+            result.objects.append(ObjectResult(subject(KIND, ns, name), "failed", message))
+        todo = [app for key, app in desired.items() if key not in missing]
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-            done = pool.map(lambda app: self._apply(app.key, app, info), desired.values())
+            done = pool.map(lambda app: self._apply(app.key, app, info), todo)
             result.objects.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
@@ -229,6 +237,25 @@ class Syncer:
         )
         self._loaded = (rev.sha, loaded)
         return loaded
+
+    def _namespaces(
+        self, desired: dict[str, manifests.DesiredApp], result: SyncResult
+    ) -> dict[str, str]:
+        """Why each MyApp that cannot be applied for want of a namespace is not; the
+        namespaces created (when asked) are in ``result``."""
+        o = self.options
+        missing, created = nslib.ensure(
+            self.controller.kube,
+            desired,
+            {k for k in desired if self.controller.myapps.get(k) is not None},
+            create=o.create_namespace,
+            instance=self.identity.name,
+            allowed=o.allowed_namespaces,
+            denied=o.denied_namespaces,
+            field_manager=self.controller.settings.field_manager,
+        )
+        result.objects.extend(ObjectResult(f"Namespace/{ns}", "created") for ns in created)
+        return missing
 
     def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> ObjectResult | None:
         if self.cancel.is_set() or not self.controller.is_leader():
@@ -370,7 +397,11 @@ class Syncer:
                 last_error="; ".join(
                     [*result.errors, *(o.message for o in result.objects if o.action == "failed")]
                 )[:2000],
-                managed=sum(1 for o in result.objects if o.action != "pruned"),
+                managed=sum(
+                    1
+                    for o in result.objects
+                    if o.action != "pruned" and o.subject.startswith(f"{KIND}/")
+                ),
                 failed=result.count("failed") + len(result.errors),
                 last_change=result.summary() if changed else previous,
                 prune_skipped=result.prune_skipped or "",

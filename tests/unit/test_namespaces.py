@@ -1,0 +1,78 @@
+"""The namespace plan shared by sync and diff: which MyApps wait for a namespace, and
+which namespaces gitsync creates."""
+
+from __future__ import annotations
+
+from gitsync.api import MANAGED_BY_LABEL
+from gitsync.changeset import plan
+from gitsync.instance import INSTANCE_LABEL
+from gitsync.namespaces import FLAG, plan_namespaces, to_look_up
+
+
+def myapp(ns: str, name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"image": "nginx:1.27"},
+    }
+
+
+DESIRED = ["shop/cart", "shop/web", "blog/ghost", "team/api"]
+
+
+def test_only_namespaces_of_myapps_not_live_are_looked_up() -> None:
+    # a live MyApp proves its namespace exists: steady state looks nothing up
+    assert to_look_up(DESIRED, {"team/api"}) == ["blog", "shop"]
+    assert to_look_up(DESIRED, set(DESIRED)) == []
+
+
+def test_missing_namespace_fails_its_myapps_naming_it_and_the_flag() -> None:
+    p = plan_namespaces(DESIRED, set(), {"blog", "team"})
+    assert p.create == ()
+    assert sorted(p.missing) == ["shop/cart", "shop/web"]
+    assert '"shop"' in p.missing["shop/cart"] and FLAG in p.missing["shop/cart"]
+
+
+def test_a_live_myapp_is_not_failed_even_if_its_namespace_was_not_seen() -> None:
+    p = plan_namespaces(["shop/cart", "shop/web"], {"shop/cart"}, set())
+    assert list(p.missing) == ["shop/web"]
+
+
+def test_create_namespace_creates_each_missing_one_once_labelled_as_gitsyncs() -> None:
+    p = plan_namespaces(DESIRED, set(), {"team"}, create=True, instance="apps")
+    assert p.create == ("blog", "shop") and p.missing == {}
+    body = p.bodies()[1]
+    assert body["kind"] == "Namespace" and body["metadata"]["name"] == "shop"
+    assert body["metadata"]["labels"] == {MANAGED_BY_LABEL: "gitsync", INSTANCE_LABEL: "apps"}
+
+
+def test_create_namespace_respects_allowed_and_denied_namespaces() -> None:
+    p = plan_namespaces(
+        ["shop/a", "blog/b", "kube-x/c"],
+        set(),
+        set(),
+        create=True,
+        allowed=frozenset({"shop", "kube-x"}),
+        denied=("kube-*", "blog"),
+    )
+    # kube-x is allowed by name, which overrides the pattern; blog is not allowed
+    assert p.create == ("kube-x", "shop")
+    assert list(p.missing) == ["blog/b"]
+    p = plan_namespaces(["kube-system/a"], set(), set(), create=True, denied=("kube-*",))
+    assert p.create == () and "not allowed" in p.missing["kube-system/a"]
+
+
+def test_diff_plan_shows_the_namespace_created_or_the_myapps_failed() -> None:
+    desired = {"shop/cart": myapp("shop", "cart"), "blog/ghost": myapp("blog", "ghost")}
+    failing = plan(desired, {}, {}, namespaces=plan_namespaces(desired, {}, {"blog"}))
+    failed = [c for c in failing.changes if c.action == "failed"]
+    assert [c.subject for c in failed] == ["MyApp/shop/cart"]
+    assert '"shop"' in failed[0].reason and FLAG in failed[0].reason
+    # the other MyApp and its Deployment are still planned
+    assert failing.count("created") == 2
+    creating = plan(desired, {}, {}, namespaces=plan_namespaces(desired, {}, {"blog"}, create=True))
+    assert not creating.failed
+    assert ("Namespace/shop", "created") in [(c.subject, c.action) for c in creating.changes]
+    # two MyApps and their Deployments, and the namespace
+    assert creating.count("created") == 5
