@@ -23,8 +23,8 @@ def controller(kube: Kube, crd: str, namespace: str) -> Iterator[Controller]:
 
 @pytest.fixture
 def reader_kubeconfig(kube: Kube, kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[str]:
-    """A kubeconfig whose user may only get, list and watch MyApps and Deployments:
-    any write, dry-runs included, is refused by the API server. A proof of "writes
+    """A kubeconfig whose user may only get, list and watch MyApps and Deployments, and
+    get namespaces: any write, dry-runs included, is refused by the API server. A proof of "writes
     nothing" that no other client of a shared control plane can disturb."""
     from tests.integration.test_deploy import sa_kubeconfig
 
@@ -49,6 +49,8 @@ def reader_kubeconfig(kube: Kube, kubeconfig: str, namespace: str, tmp_path: Pat
                 "resources": ["deployments"],
                 "verbs": ["get", "list", "watch"],
             },
+            # diff, as sync, looks up the namespaces of MyApps not created yet
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
         ],
     }
     binding = {
