@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -620,6 +621,8 @@ CASES: dict[tuple[str, str, str], Case] = {
     ("apps", "deployments", "create"): Case("sync", Scenario.new_app),
     ("apps", "deployments", "patch"): Case("sync", Scenario.change_image),
     ("", "events", "create"): Case("sync", Scenario.new_app),
+    # the namespace of a MyApp about to be created is looked up
+    ("", "namespaces", "get"): Case("sync", Scenario.new_app),
     ("coordination.k8s.io", "leases", "create"): Case("run", Scenario.delete_lease),
     ("coordination.k8s.io", "leases", "get"): Case("run"),
     ("coordination.k8s.io", "leases", "update"): Case("run", Scenario.free_lease),
@@ -684,6 +687,92 @@ def test_every_verb_of_the_roles_is_needed(
                     failures.append(f"{kind} {key}: {failure}")
     assert covered == set(CASES), f"cases for verbs the roles do not have: {set(CASES) - covered}"
     assert not failures, "\n".join(failures)
+
+
+def with_create_namespace(kubectl_bin: str, kubeconfig: str, tmp_path: Path) -> list[Doc]:
+    """deploy/ with the optional components/create-namespace, from an overlay."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    deploy = Path(os.path.relpath(ROOT / "deploy", overlay))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [str(deploy)],
+                "components": [str(deploy / "components" / "create-namespace")],
+            }
+        )
+    )
+    proc = kubectl(kubectl_bin, kubeconfig, "kustomize", str(overlay))
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def namespace_writes(rules: list[Doc]) -> set[str]:
+    return {
+        v
+        for r in rules
+        if "" in r["apiGroups"] and "namespaces" in r["resources"]
+        for v in r["verbs"]
+        if v not in ("get", "list", "watch")
+    }
+
+
+def test_create_namespace_needs_the_component_and_each_of_its_verbs(
+    install: Install, kube: Kube, kubeconfig: str, kubectl_bin: str, tmp_path: Path
+) -> None:
+    base = install.role("ClusterRole")["rules"]
+    docs = with_create_namespace(kubectl_bin, kubeconfig, tmp_path)
+    assert one(docs, "ConfigMap")["data"]["GITSYNC_CREATE_NAMESPACE"] == "true"
+    extended = one(docs, "ClusterRole")["rules"]
+    # off by default: the base role may not write namespaces; the component adds exactly this
+    assert namespace_writes(base) == set()
+    assert namespace_writes(extended) == {"create", "patch"}
+    assert [r for r in extended if r not in base] == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "patch"]}
+    ]
+    target = f"{install.namespace[:50]}-made"
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "a.yaml").write_text(app_yaml(target, "a"))
+    args = [
+        *("sync", "--repo", str(tmp_path), "--path", "apps", "--create-namespace"),
+        *("--allowed-namespaces", target, "--status-namespace", install.namespace),
+        *("--cache-dir", str(tmp_path / "cache")),
+    ]
+
+    def sync() -> subprocess.CompletedProcess[str]:
+        env = gitsync_env(install.kubeconfig)
+        return subprocess.run(
+            [GITSYNC, *args], capture_output=True, text=True, timeout=120, env=env
+        )
+
+    rule = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "patch"]}
+
+    def denied(verb: str) -> bool:
+        return not install.allowed(rule, verb)
+
+    try:
+        # deploy/ as it is: --create-namespace is refused, the namespace not made
+        proc = sync()
+        assert proc.returncode == 1 and 'cannot patch resource "namespaces"' in proc.stdout, (
+            proc.stdout + proc.stderr
+        )
+        for verb in ("patch", "create"):
+            reduced = [*base, {**rule, "verbs": [v for v in rule["verbs"] if v != verb]}]
+            install.put_rules("ClusterRole", reduced)
+            wait_until(functools.partial(denied, verb), timeout=10, what="RBAC to deny")
+            proc = sync()
+            assert proc.returncode == 1, proc.stdout + proc.stderr
+            assert f'cannot {verb} resource "namespaces"' in proc.stdout, proc.stdout
+            assert get_ns(kube, target) is None
+        install.put_rules("ClusterRole", extended)
+        wait_until(lambda: install.allowed(rule, "create"), timeout=10, what="allow")
+        proc = sync()
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert get_ns(kube, target) is not None
+        assert get(kube, "MyApp", target, "a") is not None
+    finally:
+        install.put_rules("ClusterRole", base)
+        delete_quietly(kube, resource_path("v1", "namespaces", None, target))
 
 
 # --- 4. two replicas -------------------------------------------------------------------
