@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gitsync import failures, manifests, prune
 from gitsync import instance as instancelib
-from gitsync import manifests, prune
 from gitsync import namespaces as nslib
 from gitsync.api import (
     KIND,
@@ -146,6 +146,11 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
         for o in myapps
         if (o["metadata"].get("labels") or {}).get(SOURCE_LABEL) == source_label
     }
+
+
+def _named(o: ObjectResult) -> str:
+    """The message of a failed object, naming it when the message does not already."""
+    return o.message if o.subject in o.message else f"{o.subject}: {o.message}"
 
 
 class Syncer:
@@ -394,9 +399,11 @@ class Syncer:
                 result="Succeeded" if result.ok else "Failed",
                 # the objects that failed too: their messages name them, and a refused
                 # or invalid MyApp is what someone reading the ConfigMap looks for
-                last_error="; ".join(
-                    [*result.errors, *(o.message for o in result.objects if o.action == "failed")]
-                )[:2000],
+                last_error=failures.summary(
+                    result.errors,
+                    [_named(o) for o in result.objects if o.action == "failed"],
+                    len(result.objects),
+                ),
                 managed=sum(
                     1
                     for o in result.objects
