@@ -598,7 +598,11 @@ def drift(output: str, namespace: str | None, status_namespace: str | None, **kw
         states = StateWriter.read_all(kube, status_namespace)
     drifted = any(r["drifted"] for r in rows)
     if output == "text":
-        click.echo(render_table(rows), nl=False)
+        if rows:
+            click.echo(render_table(rows), nl=False)
+        else:  # as kubectl says it: an empty table would read as a failure to list
+            where = f" in namespace {namespace}" if namespace else ""
+            click.echo(f"No MyApps found{where}.", err=True)
         for name, state in sorted(states.items()):
             click.echo(
                 f"\nsync of {name}: revision {state.get('revision') or '-'}, "

@@ -160,3 +160,12 @@ def test_drift_report_exit_codes_and_json(
     assert row["drift"][0]["desired"] == 1 and row["drift"][0]["live"] == 3
     bad = gitsync("/nonexistent/kubeconfig", "drift")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_drift_with_no_myapps_says_so_like_kubectl(
+    kubeconfig: str, namespace: str, crd: str
+) -> None:
+    proc = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == f"No MyApps found in namespace {namespace}.\n"
+    assert "NAMESPACE" not in proc.stdout  # no empty table
