@@ -8,40 +8,100 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
 from kubernetes.config.config_exception import ConfigException
 
-from gitsync.errors import ConfigError
+from gitsync.errors import ConfigError, one_line
 
 #: where kubelet puts the Pod's own namespace (a module attribute: tests point it elsewhere)
 SERVICEACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where the configuration comes from, and how a message names it: as the user gave
+    it (``--kubeconfig /x``, ``$KUBECONFIG=/x``), so an error says which one was tried."""
+
+    kind: Literal["flag", "env", "home", "in-cluster"]
+    path: str = ""
+
+    @property
+    def label(self) -> str:
+        return {
+            "flag": f"--kubeconfig {self.path}",
+            "env": f"$KUBECONFIG={self.path}",
+            "home": f"kubeconfig {self.path}",
+            "in-cluster": "in-cluster configuration (no kubeconfig found)",
+        }[self.kind]
+
+
+def choose_source(kubeconfig: str | None, environ: Mapping[str, str], home_config: Path) -> Source:
+    """kubectl's order: ``--kubeconfig``, else ``$KUBECONFIG`` (a list of files, as
+    kubectl merges), else ``~/.kube/config``; a ``$KUBECONFIG`` or home file that does
+    not exist gives way to the in-cluster configuration when in a Pod."""
+    if kubeconfig:
+        return Source("flag", kubeconfig)
+    in_pod = bool(environ.get("KUBERNETES_SERVICE_HOST"))
+    env = environ.get("KUBECONFIG", "")
+    if env:
+        if in_pod and not any(Path(p).expanduser().is_file() for p in _paths(env)):
+            return Source("in-cluster")
+        return Source("env", env)
+    if in_pod and not home_config.is_file():
+        return Source("in-cluster")
+    return Source("home", str(home_config))
+
+
+def _paths(value: str) -> list[str]:
+    return [p for p in value.split(os.pathsep) if p]
+
+
 def load_configuration(
     kubeconfig: str | None = None, context: str | None = None
 ) -> k8s_client.Configuration:
-    """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else in-cluster."""
+    """The configuration from the source :func:`choose_source` picks; an error names that
+    source as the user gave it, and the context when one was asked for."""
+    source = choose_source(kubeconfig, os.environ, Path("~/.kube/config").expanduser())
     cfg = k8s_client.Configuration()
+    if source.kind == "in-cluster":
+        if context:
+            raise ConfigError(
+                f"--context {context}: no kubeconfig to take it from ({source.label})"
+            )
+        try:
+            # refresh_token=True: bound service-account tokens expire; the hook
+            # rereads the projected token file before it does
+            k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError) as e:
+            raise ConfigError(f"cannot load the {source.label}: {e}") from e
+        return cfg
+    missing = [p for p in _paths(source.path) if not Path(p).expanduser().is_file()]
+    if missing and len(missing) == len(_paths(source.path)):
+        hint = "" if source.kind != "home" else " (and not in a Pod: no in-cluster configuration)"
+        raise ConfigError(f"{source.label}: no such file{hint}")
     try:
-        if kubeconfig or context:
-            k8s_config.load_kube_config(kubeconfig, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except (ConfigException, OSError):
-                # refresh_token=True: bound service-account tokens expire; the
-                # hook rereads the projected token file before it does
-                k8s_config.load_incluster_config(cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, KeyError) as e:
-        where = kubeconfig or "the default kubeconfig or the in-cluster service account"
-        raise ConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
+        contexts, _ = k8s_config.list_kube_config_contexts(source.path)  # type: ignore[no-untyped-call]
+        names = [str(c.get("name")) for c in contexts or []]
+        if context and context not in names:
+            known = ", ".join(names) or "none"
+            raise ConfigError(f"--context {context}: no such context in {source.label} ({known})")
+        k8s_config.load_kube_config(source.path, context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as e:
+        where = source.label + (f", context {context}" if context else "")
+        # (a YAML error quotes the file's text where it failed: one line, cut)
+        raise ConfigError(
+            f"cannot load Kubernetes configuration from {where}: {one_line(str(e))}"
+        ) from e
     return cfg
 
 
