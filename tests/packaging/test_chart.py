@@ -4,6 +4,7 @@ the objects they name."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,28 @@ def test_an_unknown_credentials_type_is_refused(helm: str, home: Path) -> None:
     )
     assert proc.returncode != 0
     assert "gitCredentials.type must be none, token or ssh" in proc.stderr
+
+
+def test_create_namespace_value_renders_what_the_kustomize_component_does(
+    helm: str, kubectl: str, home: Path, tmp_path: Path
+) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    deploy = Path(os.path.relpath(bundle.ROOT / "deploy", overlay))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [str(deploy)],
+                "components": [str(deploy / "components" / "create-namespace")],
+            }
+        )
+    )
+    kustomized = by_kind(bundle.kustomize(kubectl, overlay))
+    off = by_kind(template(helm, home))
+    on = by_kind(template(helm, home, "--set", "createNamespace=true"))
+    role = ("ClusterRole", "gitsync")
+    assert on[role]["rules"] == kustomized[role]["rules"] != off[role]["rules"]
+    config = ("ConfigMap", "gitsync-config")
+    assert on[config]["data"]["GITSYNC_CREATE_NAMESPACE"] == "true"
+    assert kustomized[config]["data"]["GITSYNC_CREATE_NAMESPACE"] == "true"
+    assert "GITSYNC_CREATE_NAMESPACE" not in off[config]["data"]
