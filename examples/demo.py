@@ -1,10 +1,14 @@
 """``make demo``: gitsync end to end against the local control plane.
 
 A git server (``git daemon`` on loopback) serves a repository made from
-examples/repo; ``gitsync run`` syncs it; the demo pushes an image bump and a
-removal, triggers the push webhook, and shows both applied and pruned; a
-``kubectl scale`` shows drift being corrected. Then everything it started is
-stopped. Exits 0 on success, 1 when a step does not happen in time.
+examples/repo; ``gitsync run --create-namespace`` syncs it, creating the namespaces
+its MyApps name; the demo pushes an image bump and a removal, triggers the push
+webhook, and shows both applied and pruned; a ``kubectl scale`` shows drift being
+corrected; then a commit sets one MyApp to ``driftPolicy: report``, a ``kubectl
+scale`` of its Deployment is left standing, and ``gitsync drift`` and the MyApp's
+``status.drift`` show which field, which values and who changed it. Then everything
+it started is stopped and the namespaces are deleted. Exits 0 on success, 1 when a
+step does not happen in time.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import os
 import shutil
 import signal
@@ -24,6 +29,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import yaml
+
 from testenv import cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +38,9 @@ KUBECTL = str(cluster.STATE / "bin" / "kubectl")
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 SECRET = "demo-webhook-secret"
 NAMESPACES = ("shop", "blog")
+#: names the demo's Lease and status ConfigMap (in STATUS_NAMESPACE), deleted at the end
+INSTANCE = "gitsync-demo"
+STATUS_NAMESPACE = "default"
 
 
 def step(text: str) -> None:
@@ -112,11 +122,13 @@ def push(work: Path, bare: Path, message: str) -> str:
     git(work, "add", "--all")
     git(work, "commit", "-q", "-m", message)
     git(work, "push", "-q", str(bare), "main")
-    return git(work, "rev-parse", "--short", "HEAD")
+    return git(work, "rev-parse", "HEAD")
 
 
-def webhook(port: int) -> int:
-    body = b'{"ref":"refs/heads/main"}'
+def webhook(port: int, sha: str) -> int:
+    """A push event as GitHub sends it: the body names the new commit, so two pushes
+    are two deliveries (gitsync drops a repeated body as a redelivery)."""
+    body = json.dumps({"ref": "refs/heads/main", "after": sha}).encode()
     sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST")
     req.add_header("X-Hub-Signature-256", sig)
@@ -130,7 +142,7 @@ def deploy_field(ns: str, name: str, jsonpath: str) -> str:
 
 
 def run_demo(tmp: Path) -> None:
-    step("Installing the MyApp CRD and the demo namespaces")
+    step("Installing the MyApp CRD")
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     kubectl("wait", "--for=condition=Established", "crd/myapps.apps.example.com")
     # a clean slate: what an earlier run left is removed first
@@ -143,8 +155,6 @@ def run_demo(tmp: Path) -> None:
         "--wait=true",
         check=False,
     )
-    for ns in NAMESPACES:
-        kubectl("create", "namespace", ns)
 
     step("Serving a Git repository made from examples/repo with git daemon")
     bare, work = make_repo(tmp)
@@ -176,6 +186,15 @@ def run_demo(tmp: Path) -> None:
                 "--allow-insecure-git",
                 "--path",
                 "apps",
+                "--instance-name",
+                INSTANCE,
+                "--status-namespace",
+                STATUS_NAMESPACE,
+                # the namespaces of examples/repo do not exist yet: gitsync makes them,
+                # and these only (a shared cluster may hold others)
+                "--create-namespace",
+                "--allowed-namespaces",
+                ",".join(NAMESPACES),
                 "--interval",
                 "30",
                 "--listen",
@@ -188,8 +207,12 @@ def run_demo(tmp: Path) -> None:
             tmp / "gitsync.log",
         ) as gitsync,
     ):
-        step("gitsync run: the first sync applies every MyApp; the operator renders Deployments")
+        step(
+            "gitsync run: the first sync creates the namespaces and applies every MyApp;"
+            " the operator renders Deployments"
+        )
         wait("all 6 MyApps Available", lambda: _available() == 6, timeout=90)
+        print(kubectl("get", "namespaces", "-l", "app.kubernetes.io/managed-by=gitsync"))
         print(kubectl("get", "myapps", "-A"))
 
         step("git push: bump the frontend image and remove the blog's comments app")
@@ -197,7 +220,7 @@ def run_demo(tmp: Path) -> None:
         front.write_text(front.read_text().replace("nginx:1.27", "nginx:1.28"))
         (work / "apps" / "blog" / "comments.yaml").unlink()
         sha = push(work, bare, "Bump frontend, retire comments")
-        print(f"    pushed {sha}; webhook -> HTTP {webhook(http_port)}")
+        print(f"    pushed {sha[:7]}; webhook -> HTTP {webhook(http_port, sha)}")
         wait(
             "image bump applied to the Deployment",
             lambda: (
@@ -220,9 +243,40 @@ def run_demo(tmp: Path) -> None:
             "replicas back to 2",
             lambda: deploy_field("shop", "frontend", "{.spec.replicas}") == "2",
         )
-        step("gitsync drift: the cluster drift report")
-        print(sh(GITSYNC, "drift", check=False))
-        step("gitsync diff: nothing differs from Git")
+        step("git push: cart's drift is only reported from now on (driftPolicy: report)")
+        cart = work / "apps" / "shop" / "cart.yaml"
+        cart.write_text(cart.read_text().replace("spec:\n", "spec:\n  driftPolicy: report\n", 1))
+        sha = push(work, bare, "cart: report drift, do not correct it")
+        print(f"    pushed {sha[:7]}; webhook -> HTTP {webhook(http_port, sha)}")
+        wait(
+            "driftPolicy report applied",
+            lambda: (
+                sh(
+                    KUBECTL,
+                    "-n",
+                    "shop",
+                    "get",
+                    "myapp",
+                    "cart",
+                    "-o",
+                    "jsonpath={.spec.driftPolicy}",
+                    check=False,
+                )
+                == "report"
+            ),
+        )
+        kubectl("-n", "shop", "scale", "deployment/cart", "--replicas=5")
+        wait("the drift recorded in cart's status", lambda: bool(_drift("shop", "cart")))
+        step("gitsync drift: which field, its desired and live values, and who changed it")
+        drift = (GITSYNC, "drift", "-n", "shop", "--instance-name", INSTANCE)
+        print(sh(*drift, "--status-namespace", STATUS_NAMESPACE, check=False))
+        step("kubectl get myapp cart -o yaml: the same, in status.drift")
+        print(yaml.safe_dump({"status": {"drift": _drift("shop", "cart")}}, sort_keys=False))
+        print(
+            f"    the Deployment still runs {deploy_field('shop', 'cart', '{.spec.replicas}')}"
+            " replicas: reported, not corrected"
+        )
+        step("gitsync diff: nothing to write; the drift left by policy report is shown as such")
         clone = tmp / "clone"
         subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True)
         print(
@@ -231,8 +285,8 @@ def run_demo(tmp: Path) -> None:
                 "diff",
                 "--repo",
                 str(clone),
-                "--instance-repo",
-                repo_url,
+                "--instance-name",
+                INSTANCE,
                 "--path",
                 "apps",
                 check=False,
@@ -241,6 +295,13 @@ def run_demo(tmp: Path) -> None:
         if gitsync.poll() is not None:
             raise SystemExit("demo: gitsync exited early")
     step("Stopped gitsync and the git server")
+
+
+def _drift(ns: str, name: str) -> list[dict[str, object]]:
+    """``status.drift`` of a MyApp, as ``kubectl get -o yaml`` shows it."""
+    out = sh(KUBECTL, "-n", ns, "get", "myapp", name, "-o", "yaml", check=False)
+    doc = yaml.safe_load(out) if out else None
+    return list(((doc or {}).get("status") or {}).get("drift") or [])
 
 
 def _available() -> int:
@@ -269,9 +330,13 @@ def main() -> int:
                 print("--- last lines of the gitsync log ---", file=sys.stderr)
                 print("\n".join(log.read_text().splitlines()[-30:]), file=sys.stderr)
             raise
-        for ns in NAMESPACES:
-            sh(KUBECTL, "delete", "namespace", ns, "--wait=false", check=False)
     finally:
+        # what the demo made: gitsync's namespaces (never deleted by gitsync), its
+        # status ConfigMap and Lease
+        sh(KUBECTL, "delete", "namespace", *NAMESPACES, "--wait=false", check=False)
+        ns = ("-n", STATUS_NAMESPACE, "--ignore-not-found")
+        sh(KUBECTL, "delete", *ns, "configmap", f"gitsync-status-{INSTANCE}", check=False)
+        sh(KUBECTL, "delete", *ns, "lease", f"gitsync-leader-{INSTANCE}", check=False)
         shutil.rmtree(tmp, ignore_errors=True)
         if not was_running:
             cluster.down()

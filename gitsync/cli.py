@@ -58,7 +58,7 @@ from gitsync.kubeconfig import default_namespace
 from gitsync.notification import FORMATS
 from gitsync.notify import Notifier
 from gitsync.plan import Settings
-from gitsync.report import drift_rows, render_table
+from gitsync.report import drift_rows, render_details, render_table
 from gitsync.source import Credentials, open_source
 from gitsync.state import StateWriter
 from gitsync.sync import Syncer, SyncOptions, myapp_body, refusal, tracked_by
@@ -600,6 +600,8 @@ def drift(output: str, namespace: str | None, status_namespace: str | None, **kw
     if output == "text":
         if rows:
             click.echo(render_table(rows), nl=False)
+            if drifted:
+                click.echo("\n" + render_details(rows), nl=False)
         else:  # as kubectl says it: an empty table would read as a failure to list
             where = f" in namespace {namespace}" if namespace else ""
             click.echo(f"No MyApps found{where}.", err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gitsync.api import Obj
@@ -58,3 +59,24 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
         for row in table
     )
+
+
+def render_details(rows: list[dict[str, Any]]) -> str:
+    """One line per drifted path, under the table: the values (desired from Git, live in
+    the cluster) and who changed it, which a table cell has no room for."""
+    lines = []
+    for r in rows:
+        for d in r["drift"]:
+            who = d.get("manager") or "unknown"
+            how = f", {d['operation']}" if d.get("operation") else ""
+            lines.append(
+                f"drifted {r['namespace']}/{r['name']} {d.get('object')} {d.get('path')}: "
+                f"desired {_value(d.get('desired'))}, live {_value(d.get('live'))} "
+                f"(changed by {who}{how})"
+            )
+    # values, paths and managers come from the cluster: each finding stays one line
+    return "".join(printable(line) + "\n" for line in lines)
+
+
+def _value(v: Any) -> str:
+    return json.dumps(v, default=str) if v is not None else "<none>"
