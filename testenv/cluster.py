@@ -37,6 +37,10 @@ STATE = Path(os.environ.get("GITSYNC_TESTENV_DIR", ROOT / ".testenv"))
 KUBECONFIG = STATE / "kubeconfig"
 NODES = ("kwok-node-0", "kwok-node-1")
 STOP_GRACE = 10.0
+# API Priority and Fairness, off by default (the shared control plane serves many
+# clients at once and must not throttle them); the fault tests of throttling turn it on
+# in a private control plane, with inflight limits low enough that APF really queues.
+APF = os.environ.get("GITSYNC_TESTENV_APF", "") == "1"
 
 
 class ClusterError(Exception):
@@ -440,9 +444,7 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--enable-priority-and-fairness=false",
-            "--max-requests-inflight=2000",
-            "--max-mutating-requests-inflight=1000",
+            *_flow_control_flags(),
             "--profiling=false",
             "--v=1",
         ],
@@ -554,6 +556,20 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
             raise ClusterError(f"{p.name} exited; log {p.log}:\n{log_tail(p.log)}")
 
 
+def _flow_control_flags() -> list[str]:
+    if APF:
+        return [
+            "--enable-priority-and-fairness=true",
+            "--max-requests-inflight=200",
+            "--max-mutating-requests-inflight=100",
+        ]
+    return [
+        "--enable-priority-and-fairness=false",
+        "--max-requests-inflight=2000",
+        "--max-mutating-requests-inflight=1000",
+    ]
+
+
 def _install_crd(server: str, pki: Path, apiserver: Proc) -> None:
     """The MyApp CRD, before the controller manager starts: its garbage collector
     learns resource types at start and then only every 30 s, and until it knows
@@ -586,13 +602,22 @@ def _link_bins(bins: Path) -> None:
     link.symlink_to(bins, target_is_directory=True)
 
 
-def restart(name: str, downtime: float = 0.0) -> None:
-    """Stop one component and start it again with the same flags (for outage tests)."""
-    state = _load_state()
+def _entry(state: dict[str, Any], name: str) -> dict[str, Any]:
     entry = next((p for p in state.get("procs", []) if p["name"] == name), None)
     if entry is None or "argv" not in entry:
         raise ClusterError(f"{name} is not running under this launcher")
-    stop_all({"procs": [entry]})
+    return entry
+
+
+def restart(name: str, downtime: float = 0.0, *, crash: bool = False) -> None:
+    """Stop one component and start it again with the same flags (for outage tests).
+    ``crash`` stops it with SIGKILL at once, as a crash or an OOM kill would."""
+    state = _load_state()
+    entry = _entry(state, name)
+    if crash:
+        kill(name)
+    else:
+        stop_all({"procs": [entry]})
     time.sleep(downtime)
     procs: list[Proc] = []
     proc = start(name, entry["argv"], procs)
@@ -606,6 +631,16 @@ def restart(name: str, downtime: float = 0.0) -> None:
             lambda: api(server, pki, "GET", "/readyz", timeout=3)[0] == 200,
             120,
         )
+
+
+def kill(name: str) -> None:
+    """SIGKILL one component's process group and wait until it is gone."""
+    entry = _entry(_load_state(), name)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(entry["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + STOP_GRACE
+    while _alive(entry["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def down() -> None:
@@ -622,12 +657,18 @@ def main(argv: list[str]) -> int:
             up()
         elif cmd == "down":
             down()
+        elif cmd == "restart" and len(argv) > 2:
+            # restart NAME [DOWNTIME] [crash]: a private control plane's outage, driven
+            # from another process (the fault tests)
+            downtime = float(argv[3]) if len(argv) > 3 else 0.0
+            restart(argv[2], downtime, crash="crash" in argv[4:])
         elif cmd == "status":
             ok = healthy(_load_state())
             print("up" if ok else "down")
             return 0 if ok else 1
         else:
-            print(f"usage: {argv[0]} up|down|status", file=sys.stderr)
+            usage = "up|down|status|restart NAME [DOWNTIME] [crash]"
+            print(f"usage: {argv[0]} {usage}", file=sys.stderr)
             return 2
     except (ClusterError, build.BuildError) as e:
         print(f"testenv: {e}", file=sys.stderr)

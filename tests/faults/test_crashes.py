@@ -1,0 +1,86 @@
+"""Crashes in the middle of a 200-MyApp sync: kube-apiserver, etcd and the daemon itself
+are SIGKILLed at a random (seeded, printed) moment and started again. Every time,
+gitsync converges: every MyApp in Git exists once with its Deployment, its status matches
+the live Deployment, and no MyApp still in Git was ever deleted."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gitsync.kube import Kube
+from tests.faults.harness import (
+    Daemon,
+    DeletionWatch,
+    PrivateControlPlane,
+    apps_files,
+    report,
+    runs,
+    seeded,
+    wait_converged,
+)
+from tests.gitserver import Upstream
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+APPS = 200
+CONVERGE = 600.0  # generous: a loaded 2-core machine rolls out 200 Deployments slowly
+
+
+def images_for(run: int) -> dict[str, str]:
+    # each run changes every image, so that each run is a full 200-object sync in flight
+    return {f"app-{i:03d}": f"nginx:1.{run}.{i}" for i in range(APPS)}
+
+
+def crash_component(
+    name: str,
+    private_cp: PrivateControlPlane,
+    pkube: Kube,
+    pns: str,
+    upstream: Upstream,
+    work: Path,
+    count: int,
+) -> None:
+    rng = seeded(f"{name} kills")
+    daemon = Daemon(private_cp.kubeconfig, pns, upstream.file_url, work / "daemon.log")
+    worst, converged, lost = 0.0, 0, 0
+    with DeletionWatch(pkube, pns) as deletions:
+        try:
+            upstream.commit(apps_files(pns, images_for(0)), "200 MyApps")
+            daemon.start()
+            wait_converged(pkube, pns, images_for(0), CONVERGE, "the first sync")
+            for run in range(1, count + 1):
+                upstream.commit(apps_files(pns, images_for(run)), f"images of run {run}")
+                delay = rng.uniform(0.5, 6.0)
+                time.sleep(delay)
+                downtime = rng.uniform(1.0, 5.0)
+                print(
+                    f"run {run}: {name} SIGKILLed {delay:.1f}s into the sync, down {downtime:.1f}s"
+                )
+                private_cp.restart(name, downtime, crash=True)
+                took, final = wait_converged(
+                    pkube, pns, images_for(run), CONVERGE, f"run {run} after the {name} kill"
+                )
+                print(f"run {run}: converged {took:.1f}s after {name} was back")
+                worst, converged = max(worst, took), converged + 1
+                lost += len(final.lost)
+        finally:
+            daemon.kill()
+    report(
+        f"{name} SIGKILL mid-sync",
+        runs=count,
+        converged=converged,
+        objects_lost=lost,
+        wrong_prunes=len(deletions.deleted),
+        max_converge_s=f"{worst:.1f}",
+    )
+    assert deletions.deleted == [], f"MyApps still in Git were deleted: {deletions.deleted}"
+    assert daemon.proc is not None and "Traceback" not in daemon.log_text()
+
+
+def test_apiserver_sigkilled_mid_sync(
+    private_cp: PrivateControlPlane, pkube: Kube, pns: str, upstream: Upstream, work: Path
+) -> None:
+    crash_component("kube-apiserver", private_cp, pkube, pns, upstream, work, runs(1, 5))
