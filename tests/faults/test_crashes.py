@@ -84,3 +84,48 @@ def test_apiserver_sigkilled_mid_sync(
     private_cp: PrivateControlPlane, pkube: Kube, pns: str, upstream: Upstream, work: Path
 ) -> None:
     crash_component("kube-apiserver", private_cp, pkube, pns, upstream, work, runs(1, 5))
+
+
+def test_etcd_sigkilled_under_a_running_daemon(
+    private_cp: PrivateControlPlane, pkube: Kube, pns: str, upstream: Upstream, work: Path
+) -> None:
+    crash_component("etcd", private_cp, pkube, pns, upstream, work, runs(1, 3))
+
+
+def test_daemon_sigkilled_at_random_points(
+    private_cp: PrivateControlPlane, pkube: Kube, pns: str, upstream: Upstream, work: Path
+) -> None:
+    count = runs(2, 20)
+    rng = seeded("daemon kills")
+    daemon = Daemon(private_cp.kubeconfig, pns, upstream.file_url, work / "daemon.log")
+    worst, converged, lost = 0.0, 0, 0
+    with DeletionWatch(pkube, pns) as deletions:
+        try:
+            upstream.commit(apps_files(pns, images_for(0)), "200 MyApps")
+            daemon.start()
+            wait_converged(pkube, pns, images_for(0), CONVERGE, "the first sync")
+            for run in range(1, count + 1):
+                upstream.commit(apps_files(pns, images_for(run)), f"images of run {run}")
+                # the interval is 2 s: kills land before, during and after the pass
+                delay = rng.uniform(0.0, 8.0)
+                time.sleep(delay)
+                daemon.kill()
+                print(f"run {run}: daemon SIGKILLed {delay:.1f}s after the commit")
+                daemon.start()
+                took, final = wait_converged(
+                    pkube, pns, images_for(run), CONVERGE, f"run {run} after the daemon kill"
+                )
+                print(f"run {run}: converged {took:.1f}s after the restart")
+                worst, converged = max(worst, took), converged + 1
+                lost += len(final.lost)
+        finally:
+            daemon.kill()
+    report(
+        "daemon SIGKILL mid-sync",
+        runs=count,
+        converged=converged,
+        objects_lost=lost,
+        wrong_prunes=len(deletions.deleted),
+        max_converge_s=f"{worst:.1f}",
+    )
+    assert deletions.deleted == [], f"MyApps still in Git were deleted: {deletions.deleted}"
