@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium peers bundle cluster cluster-down lint typecheck unit integration test demo run bench clean
+.PHONY: all venv binaries chromium peers bundle cluster cluster-down lint typecheck unit integration faults test demo run bench clean
 
 all: test
 
@@ -57,6 +57,11 @@ unit: $(STAMP)
 
 integration: cluster chromium
 	$(PY) -m pytest -m integration tests
+
+# crashes and outages at full counts (5 API server kills, 20 daemon kills, ...) against a
+# private control plane of their own; `make test` runs a short version of each
+faults: $(STAMP)
+	GITSYNC_FAULTS=long $(PY) -m pytest -m faults -s tests/faults
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
 test: lint typecheck cluster peers chromium

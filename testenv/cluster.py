@@ -603,7 +603,9 @@ def _link_bins(bins: Path) -> None:
 
 
 def _entry(state: dict[str, Any], name: str) -> dict[str, Any]:
-    entry = next((p for p in state.get("procs", []) if p["name"] == name), None)
+    entry: dict[str, Any] | None = next(
+        (p for p in state.get("procs", []) if p["name"] == name), None
+    )
     if entry is None or "argv" not in entry:
         raise ClusterError(f"{name} is not running under this launcher")
     return entry
