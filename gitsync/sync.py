@@ -43,6 +43,7 @@ from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
 from gitsync.state import StateWriter, SyncState
 from gitsync.status import SyncInfo, now
+from gitsync.throttle import Throttle
 
 #: deletes tried per pruned MyApp when it changed between the read and the delete
 _PRUNE_ATTEMPTS = 3
@@ -168,6 +169,8 @@ class Syncer:
         self._loaded: tuple[str, manifests.LoadResult] | None = None
         #: set on shutdown: the pass stops after the objects in flight
         self.cancel = threading.Event()
+        #: the pass's threads wait out a 429's Retry-After together
+        self.throttle = Throttle(self.cancel.wait)
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
@@ -275,8 +278,10 @@ class Syncer:
             return refused
         body = myapp_body(app, self.source_label)
         try:
-            action = self.controller.apply_from_git(
-                key, body, SyncInfo(info.revision, app.file, info.time)
+            action = self.throttle.call(
+                lambda: self.controller.apply_from_git(
+                    key, body, SyncInfo(info.revision, app.file, info.time)
+                )
             )
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
