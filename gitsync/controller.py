@@ -202,6 +202,8 @@ class Controller:
                 # the revision a MyApp reports is the one that last changed it
                 sync = statuslib.source_for(action != "unchanged", myapp, sync)
                 self._reconcile(key, myapp, items, sync, strict=True)
+            except APITooManyRequestsError:
+                raise  # not a failure of this revision: the pass waits and tries again
             except (GitsyncError, ValueError) as e:
                 self._sync_failed(key, sync, str(e))
                 raise
@@ -245,6 +247,10 @@ class Controller:
         outcome: Outcome | None = None
         try:
             outcome = self._converge_deployment(key, myapp, self._policy(myapp))
+        except APITooManyRequestsError:
+            # throttled: the caller waits the hint out and tries again; an Event or a
+            # status write now would only be one more request for the server to refuse
+            raise
         except (GitsyncError, ValueError) as e:
             error = str(e)
             self._report_error(key, myapp, error)
