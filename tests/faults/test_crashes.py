@@ -1,5 +1,6 @@
-"""Crashes in the middle of a 200-MyApp sync: kube-apiserver, etcd and the daemon itself
-are SIGKILLed at a random (seeded, printed) moment and started again. Every time,
+"""Crashes in the middle of a 200-MyApp sync (40 in the short version): kube-apiserver,
+etcd and the daemon itself are SIGKILLed at a random (seeded, printed) moment and started
+again. Every time,
 gitsync converges: every MyApp in Git exists once with its Deployment, its status matches
 the live Deployment, and no MyApp still in Git was ever deleted."""
 
@@ -25,7 +26,7 @@ from tests.gitserver import Upstream
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
-APPS = 200
+APPS = runs(40, 200)  # `make test` runs a smaller sync; `make faults` the 200
 CONVERGE = 600.0  # generous: a loaded 2-core machine rolls out 200 Deployments slowly
 
 
@@ -48,7 +49,7 @@ def crash_component(
     worst, converged, lost = 0.0, 0, 0
     with DeletionWatch(pkube, pns) as deletions:
         try:
-            upstream.commit(apps_files(pns, images_for(0)), "200 MyApps")
+            upstream.commit(apps_files(pns, images_for(0)), f"{APPS} MyApps")
             daemon.start()
             wait_converged(pkube, pns, images_for(0), CONVERGE, "the first sync")
             for run in range(1, count + 1):
@@ -95,13 +96,13 @@ def test_etcd_sigkilled_under_a_running_daemon(
 def test_daemon_sigkilled_at_random_points(
     private_cp: PrivateControlPlane, pkube: Kube, pns: str, upstream: Upstream, work: Path
 ) -> None:
-    count = runs(2, 20)
+    count = runs(1, 20)
     rng = seeded("daemon kills")
     daemon = Daemon(private_cp.kubeconfig, pns, upstream.file_url, work / "daemon.log")
     worst, converged, lost = 0.0, 0, 0
     with DeletionWatch(pkube, pns) as deletions:
         try:
-            upstream.commit(apps_files(pns, images_for(0)), "200 MyApps")
+            upstream.commit(apps_files(pns, images_for(0)), f"{APPS} MyApps")
             daemon.start()
             wait_converged(pkube, pns, images_for(0), CONVERGE, "the first sync")
             for run in range(1, count + 1):

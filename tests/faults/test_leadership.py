@@ -1,6 +1,6 @@
 """Leadership lost in the middle of a pass: a test takes the Lease over while the daemon
-applies 200 changed MyApps and is about to prune. The old leader stops writing within its
-renew deadline and prunes nothing after it."""
+applies changed MyApps (200; 60 in the short version) and is about to prune. The old
+leader stops writing within its renew deadline and prunes nothing after it."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from tests.support import wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
+APPS = runs(60, 200)
+GONE = APPS * 3 // 10  # leave Git: under the prune guard's half
 RENEW_DEADLINE = 10.0  # gitsync.leader.LeaderElector's default
 WRITES = ("APPLY", "PATCH", "POST", "PUT", "DELETE", "CREATE")
 
@@ -101,17 +103,16 @@ def take_over_once(
         work / f"daemon-{run}.log",
         ("--leader-elect", "--instance-name", f"faults-{run}"),
     )
-    images = {f"app-{i:03d}": "nginx:1.27" for i in range(200)}
+    images = {f"app-{i:03d}": "nginx:1.27" for i in range(APPS)}
     upstream.commit(apps_files(ns, images), f"run {run}")
     usurper = Usurper(kube, ns, f"gitsync-leader-faults-{run}")
     with DeletionWatch(kube, ns) as deletions:
         try:
             daemon.start()
             wait_converged(kube, ns, images, 600, "the first sync")
-            # 60 leave Git (under the prune guard's half), the 140 others change
-            changed = {n: "nginx:1.28" for n in list(images)[60:]}
-            gone: dict[str, str | None] = {f"apps/{n}.yaml": None for n in list(images)[:60]}
-            upstream.commit(apps_files(ns, changed) | gone, "60 leave, 140 change")
+            changed = {n: "nginx:1.28" for n in list(images)[GONE:]}
+            gone: dict[str, str | None] = {f"apps/{n}.yaml": None for n in list(images)[:GONE]}
+            upstream.commit(apps_files(ns, changed) | gone, "some leave, the others change")
             wait_until(lambda: applying(kube, ns), timeout=120, what="the pass to start")
             time.sleep(rng.uniform(0.0, 1.5))
             usurper.take()
@@ -135,7 +136,7 @@ def take_over_once(
         f"run {run}: stepped down {stopped:.1f}s after the takeover; "
         f"{len(deletions.deleted)} pruned in all, {after - before:.0f} late writes"
     )
-    assert set(deletions.deleted) <= set(list(images)[:60]), "a MyApp still in Git was deleted"
+    assert set(deletions.deleted) <= set(list(images)[:GONE]), "a MyApp still in Git was deleted"
     return Takeover(stopped, after - before, len(deletions.deleted) - deleted_by_deadline)
 
 

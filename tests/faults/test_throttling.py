@@ -1,8 +1,8 @@
 """API Priority and Fairness squeezing gitsync's own user: a FlowSchema sends every request
 of gitsync's ServiceAccount to a PriorityLevelConfiguration with the smallest concurrency
 share that rejects what it cannot serve at once. kube-apiserver answers real 429s; gitsync
-honours them, the 200-MyApp sync completes, and kube-apiserver's own metrics show no
-request storm."""
+honours them, the 200-MyApp sync (60 in the short version) completes, and kube-apiserver's
+own metrics show no request storm."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tests.faults.harness import (
     PrivateControlPlane,
     apps_files,
     report,
+    runs,
     wait_converged,
 )
 from tests.gitserver import Upstream
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 APF = "flowcontrol.apiserver.k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
-APPS = 200
+APPS = runs(60, 200)
 
 
 def squeeze(name: str, ns: str) -> list[tuple[str, dict[str, Any]]]:
@@ -130,7 +131,7 @@ def test_apf_429s_are_honoured(
 ) -> None:
     kubeconfig = sa_kubeconfig(pkube, str(private_cp.kubeconfig), pns, work / "sa.kubeconfig")
     images = {f"app-{i:03d}": "nginx:1.27" for i in range(APPS)}
-    upstream.commit(apps_files(pns, images), "200 MyApps")
+    upstream.commit(apps_files(pns, images), f"{APPS} MyApps")
     daemon = Daemon(
         kubeconfig, pns, upstream.file_url, work / "daemon.log", ("--concurrency", "16")
     )
