@@ -1,7 +1,7 @@
 """API Priority and Fairness squeezing gitsync's own user: a FlowSchema sends every request
 of gitsync's ServiceAccount to a PriorityLevelConfiguration with the smallest concurrency
 share that rejects what it cannot serve at once. kube-apiserver answers real 429s; gitsync
-honours them, the 200-MyApp sync (60 in the short version) completes, and kube-apiserver's
+honours them, the 200-MyApp sync (30 in the short version) completes, and kube-apiserver's
 own metrics show no request storm."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 APF = "flowcontrol.apiserver.k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
-APPS = runs(60, 200)
+APPS = runs(30, 200)
 
 
 def squeeze(name: str, ns: str) -> list[tuple[str, dict[str, Any]]]:
