@@ -1,9 +1,10 @@
-"""Build the packaging tools (helm, actionlint, the OLM bundle checker, OLM's olm-operator)
-from pinned Go modules.
+"""Build the peers (helm, actionlint, the OLM bundle checker, OLM's olm-operator, Flux's
+controllers and CLI) from pinned Go modules.
 
 A sibling of testenv.build: each tool is built from its own Go module under
 testenv/peers/<module>/ (so their dependency graphs never constrain each other
-nor the control plane's; olm-operator and olmsteps share OLM's pins), and each
+nor the control plane's; olm-operator and olmsteps share OLM's pins, and Flux's
+two controllers and its CLI share one module, as one release), and each
 is cached on its own under the user cache directory, keyed by a hash of that
 module's go.mod, go.sum, Go sources and build flags. A change of one pin
 rebuilds the tools of that module alone, and the control plane's cache key
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -34,6 +37,8 @@ class Peer:
     package: str  # Go import path of the main package
     ldflags: str
     module: str = ""  # directory under testenv/peers/ when it is not ``name``
+    #: build inside this pinned dependency, as its own main module (see _main_module)
+    main_module: str = ""
 
     @property
     def dir(self) -> Path:
@@ -44,6 +49,7 @@ HELM_VERSION = "v4.3.2"
 ACTIONLINT_VERSION = "v1.7.12"
 OLM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
 OLM_VERSION = "v0.33.0"  # the newest release whose zip the Go module proxy serves
+FLUX_VERSION = "v2.9.5"  # the flux CLI; its controllers are pinned in testenv/peers/flux/go.mod
 
 TOOLS = {
     p.name: p
@@ -66,6 +72,16 @@ TOOLS = {
         ),
         # OLM's resolver printing the ServiceAccount and RBAC an InstallPlan would create
         Peer("olmsteps", ".", "-s -w", module="olm"),
+        # Flux, next to gitsync in the benchmark
+        Peer("source-controller", "github.com/fluxcd/source-controller", "-s -w", "flux"),
+        Peer("kustomize-controller", "github.com/fluxcd/kustomize-controller", "-s -w", "flux"),
+        Peer(
+            "flux",
+            "./cmd/flux",
+            f"-s -w -X main.VERSION={FLUX_VERSION.removeprefix('v')}",
+            "flux",
+            main_module="github.com/fluxcd/flux2/v2",
+        ),
     )
 }
 
@@ -100,9 +116,8 @@ def build(name: str, verbose: bool = True) -> Path:
     if verbose:
         print(f"testenv: building {peer.name} ({peer.package}) ...", flush=True)
     cmd = [_go(), "build", "-trimpath", f"-ldflags={peer.ldflags}", "-o", str(partial)]
-    proc = subprocess.run(
-        [*cmd, peer.package], cwd=peer.dir, env=env, capture_output=True, text=True
-    )
+    cwd = _main_module(peer) if peer.main_module else peer.dir
+    proc = subprocess.run([*cmd, peer.package], cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
         raise BuildError(f"building {peer.name} failed (exit {proc.returncode}):\n{tail}")
@@ -131,6 +146,37 @@ def module_dir(name: str, module: str) -> Path:
             f"pins it (run `python -m testenv.peers {name}`): {proc.stderr.strip()}"
         )
     return found
+
+
+def _main_module(peer: Peer) -> Path:
+    """A writable copy of the pinned ``peer.main_module`` (version and checksum from
+    our go.sum), to build in as the main module, with its own go.sum and replaces.
+
+    For the flux CLI: cmd/flux embeds manifests/*.yaml, which flux2's Makefile
+    generates at release time and its module zip lacks, so ``go build`` of it as a
+    dependency stops at the embed pattern (and -overlay may not touch the module
+    cache). Those files serve ``flux install`` only; one placeholder lets the rest
+    (``flux diff``, what the benchmark runs) build."""
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    # nothing built here imports it, so it may not be in the module cache yet
+    got = subprocess.run(
+        [_go(), "mod", "download", peer.main_module],
+        cwd=peer.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if got.returncode != 0:
+        raise BuildError(f"cannot fetch {peer.main_module}: {got.stderr.strip()[-300:]}")
+    src = binary(peer.name).parent / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(module_dir(peer.name, peer.main_module), src)
+    for path in [src, *src.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)  # the module cache is read-only
+    manifests = src / "cmd" / "flux" / "manifests"
+    manifests.mkdir(exist_ok=True)
+    (manifests / "placeholder.yaml").write_text("# not generated: flux install is not built\n")
+    return src
 
 
 def main(argv: list[str]) -> int:
