@@ -15,7 +15,7 @@ all: test
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint]'
+	$(PY) -m pip install --quiet -e '.[test,lint,bench]'
 	touch $@
 
 venv: $(STAMP)
@@ -73,7 +73,8 @@ demo: $(STAMP)
 run: cluster
 	$(PY) -m examples.run
 
-bench: cluster
+# gitsync next to kubectl and Flux (built by peers); see bench/run.py for the knobs
+bench: cluster peers
 	$(PY) -m bench.run
 
 clean: cluster-down

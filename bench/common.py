@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitsync.kube import Kube, resource_path
+from gitsync.quantity import parse_quantity
 from testenv import cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,42 @@ def namespace(kube: Kube, name: str) -> str:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
     )
     return name
+
+
+POD_ROOM = 5000  # Pods per bench Node, as the control plane's own kwok Nodes
+
+
+def ensure_nodes(kube: Kube, pods: int) -> None:
+    """Add kwok Nodes until ``pods`` more Pods fit (kwok manages every Node it sees)."""
+    have = kube.list(resource_path("v1", "nodes")).get("items", [])
+    room = sum(
+        int(parse_quantity((n.get("status") or {}).get("allocatable", {}).get("pods", 0)))
+        for n in have
+    )
+    names = {n["metadata"]["name"] for n in have}
+    i = 0
+    while room < pods:
+        name = f"kwok-bench-{i}"
+        i += 1
+        if name in names:
+            continue
+        kube.create(
+            resource_path("v1", "nodes"),
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+                },
+                "status": {
+                    "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": str(POD_ROOM)},
+                    "capacity": {"cpu": "1000", "memory": "4Ti", "pods": str(POD_ROOM)},
+                },
+            },
+        )
+        room += POD_ROOM
 
 
 def sh(*argv: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -1,9 +1,20 @@
 """``make bench``: gitsync's figures (design §12), measured side by side in one run.
 
-    python -m bench.run            # N=1000 MyApps; GITSYNC_BENCH_N to change it
+    python -m bench.run            # everything below, at the default sizes
 
-Prints a table and writes bench/results/latest.json. Absolute times on a small
-shared machine are noisy; the ratios measured in one run are what to compare.
+Three parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus``):
+
+- core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
+  next to ``kubectl apply/diff --server-side``;
+- scale: the kubectl comparisons at each size of GITSYNC_BENCH_SCALE (default
+  100,1000,5000): cold sync, no-op resync requests and CPU, diff, daemon RSS;
+- versus: gitsync next to Flux (bench/versus.py) at GITSYNC_BENCH_VS_N (default
+  1000), GITSYNC_BENCH_RUNS alternating runs (default 3), one poll interval of
+  GITSYNC_BENCH_INTERVAL seconds for both (default 60).
+
+Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
+Absolute times on a small shared machine are noisy; the ratios measured in one
+run are what to compare.
 """
 
 from __future__ import annotations
@@ -19,12 +30,14 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from bench import report, versus
 from bench.common import (
     GITSYNC,
     KUBECTL,
@@ -32,6 +45,7 @@ from bench.common import (
     app_yaml,
     cpu_seconds,
     delta,
+    ensure_nodes,
     namespace,
     percentiles,
     rss_mib,
@@ -53,6 +67,7 @@ from testenv import cluster
 N = int(os.environ.get("GITSYNC_BENCH_N", "1000"))
 EDITS = int(os.environ.get("GITSYNC_BENCH_EDITS", "100"))
 Results = dict[str, Any]
+T = TypeVar("T")
 
 
 def available_count(kube: Kube, ns: str) -> int:
@@ -60,22 +75,22 @@ def available_count(kube: Kube, ns: str) -> int:
     return sum(1 for a in items if (a.get("status") or {}).get("phase") == "Available")
 
 
-def bench_operator(kube: Kube, out: Results) -> None:
-    """1000 MyApps created at once: time to every Deployment and every Available."""
+def bench_operator(kube: Kube, out: Results, n: int) -> None:
+    """n MyApps created at once: time to every Deployment and every Available."""
     ns = namespace(kube, "bench-operator")
     c = Controller(kube, ControllerConfig(namespace=ns, workers=8))
     c.start()
     c.wait_synced(60)
     before = server_requests(kube)
-    bodies = [yaml.safe_load(app_yaml(ns, f"app-{i:04d}")) for i in range(N)]
+    bodies = [yaml.safe_load(app_yaml(ns, f"app-{i:04d}")) for i in range(n)]
     start = time.perf_counter()
     # "at once": as fast as 16 clients can create them
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda body: kube.create(path_of("MyApp", ns), body), bodies))
     created = time.perf_counter() - start
-    wait("every Deployment", lambda: len(c.deployments.items()) >= N)
+    wait("every Deployment", lambda: len(c.deployments.items()) >= n)
     deployed = time.perf_counter() - start
-    wait("every MyApp Available", lambda: available_count(kube, ns) >= N, every=1.0)
+    wait("every MyApp Available", lambda: available_count(kube, ns) >= n, every=1.0)
     ready = time.perf_counter() - start
     c.wait_idle(120)
     counts = delta(server_requests(kube), before)
@@ -85,7 +100,7 @@ def bench_operator(kube: Kube, out: Results) -> None:
     idle = delta(server_requests(kube), idle_before)
     c.stop()
     out["operator"] = {
-        "myapps": N,
+        "myapps": n,
         "create_requests_s": round(created, 2),
         "all_deployments_s": round(deployed, 2),
         "all_available_s": round(ready, 2),
@@ -93,7 +108,7 @@ def bench_operator(kube: Kube, out: Results) -> None:
         # ours are all server-side apply: APPLY (Deployments) and APPLY/status (MyApps);
         # POST is the benchmark creating MyApps, PUT/status the controller-manager
         "gitsync_writes_per_myapp": round(
-            (counts.get("APPLY", 0) + counts.get("APPLY/status", 0)) / N, 2
+            (counts.get("APPLY", 0) + counts.get("APPLY/status", 0)) / n, 2
         ),
         "resync_server_requests": idle,
     }
@@ -102,11 +117,11 @@ def bench_operator(kube: Kube, out: Results) -> None:
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
 
 
-def git_repo(tmp: Path, name: str, ns: str) -> tuple[Path, Path]:
-    """A bare repository of N MyApps and the work tree that pushes to it."""
+def git_repo(tmp: Path, name: str, ns: str, n: int) -> tuple[Path, Path]:
+    """A bare repository of n MyApps and the work tree that pushes to it."""
     bare, work = tmp / f"{name}.git", tmp / f"{name}-work"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    write_repo(work, ns, N)
+    write_repo(work, ns, n)
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "."],
@@ -117,9 +132,9 @@ def git_repo(tmp: Path, name: str, ns: str) -> tuple[Path, Path]:
     return bare, work
 
 
-def bench_sync(kube: Kube, tmp: Path, out: Results) -> tuple[Controller, Path, str]:
+def bench_sync(kube: Kube, tmp: Path, out: Results, n: int) -> tuple[Controller, Path, str]:
     ns = namespace(kube, "bench-sync")
-    bare, work = git_repo(tmp, "sync", ns)
+    bare, work = git_repo(tmp, "sync", ns, n)
     url = f"file://{bare}"
     c = Controller(kube, ControllerConfig(namespace=ns, workers=4))
     c.start()
@@ -127,10 +142,10 @@ def bench_sync(kube: Kube, tmp: Path, out: Results) -> tuple[Controller, Path, s
     s = Syncer(c, open_source(url, "main", tmp / "cache"), SyncOptions(repo=url, path="apps"))
     before = server_requests(kube)
     start = time.perf_counter()
-    cold = s.run()
+    cold = profiled(s.run, f"cold-sync-{n}")
     cold_s = time.perf_counter() - start
     cold_counts = delta(server_requests(kube), before)
-    wait("every MyApp Available", lambda: available_count(kube, ns) >= N, every=1.0)
+    wait("every MyApp Available", lambda: available_count(kube, ns) >= n, every=1.0)
     c.wait_idle(120)
     before, ours = server_requests(kube), dict(kube.requests)
     # the best of three: a resync shares the process with the informers, whose
@@ -155,11 +170,30 @@ def bench_sync(kube: Kube, tmp: Path, out: Results) -> tuple[Controller, Path, s
     return c, work, url
 
 
-def bench_kubectl_apply(kube: Kube, tmp: Path, out: Results) -> None:
+def profiled(fn: Callable[[], T], name: str) -> T:
+    """``fn()``, under pyinstrument when GITSYNC_BENCH_PROFILE is set: the profile goes
+    to bench/results/profile-<name>.txt (a sampling profiler: the timing barely moves)."""
+    if not os.environ.get("GITSYNC_BENCH_PROFILE"):
+        return fn()
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.005)
+    profiler.start()
+    try:
+        return fn()
+    finally:
+        profiler.stop()
+        path = ROOT / "bench" / "results" / f"profile-{name}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(profiler.output_text(unicode=True, show_all=False))
+        print(f"bench: profile in {path.relative_to(ROOT)}", flush=True)
+
+
+def bench_kubectl_apply(kube: Kube, tmp: Path, out: Results, n: int) -> None:
     """The same 2N objects through ``kubectl apply --server-side``."""
     ns = namespace(kube, "bench-kubectl")
     docs = []
-    for i in range(N):
+    for i in range(n):
         app = yaml.safe_load(app_yaml(ns, f"app-{i:04d}"))
         dep = render({**app, "metadata": {**app["metadata"], "uid": "0" * 8}})
         dep["metadata"].pop("ownerReferences")
@@ -169,12 +203,12 @@ def bench_kubectl_apply(kube: Kube, tmp: Path, out: Results) -> None:
     start = time.perf_counter()
     sh(KUBECTL, "apply", "--server-side", "--field-manager=kubectl-bench", "-f", str(manifest))
     out["kubectl_apply_server_side_s"] = round(time.perf_counter() - start, 2)
-    wait("kubectl's Deployments to settle", lambda: _settled(kube, ns), every=1.0)
+    wait("kubectl's Deployments to settle", lambda: _settled(kube, ns, n), every=1.0)
 
 
-def _settled(kube: Kube, ns: str) -> bool:
+def _settled(kube: Kube, ns: str, n: int) -> bool:
     items = kube.list(path_of("Deployment", ns)).get("items", [])
-    return len(items) >= N and all(
+    return len(items) >= n and all(
         (d.get("status") or {}).get("availableReplicas") == d["spec"]["replicas"] for d in items
     )
 
@@ -266,10 +300,10 @@ def bench_drift(kube: Kube, c: Controller, out: Results) -> None:
     }
 
 
-def bench_daemon(kube: Kube, tmp: Path, out: Results) -> None:
-    """RSS at N MyApps, poll cost, webhook and polling latency, with a real git repo."""
+def bench_daemon(kube: Kube, tmp: Path, out: Results, n: int) -> None:
+    """RSS at n MyApps, poll cost, webhook and polling latency, with a real git repo."""
     ns = namespace(kube, "bench-daemon")
-    bare, work = git_repo(tmp, "daemon", ns)
+    bare, work = git_repo(tmp, "daemon", ns, n)
     git = GIT
     url = f"file://{bare}"
     src = open_source(url, "main", tmp / "poll-cache")
@@ -311,7 +345,7 @@ def bench_daemon(kube: Kube, tmp: Path, out: Results) -> None:
     with (tmp / "daemon.log").open("wb") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait("the first sync", lambda: available_count(kube, ns) >= N, every=1.0)
+        wait("the first sync", lambda: available_count(kube, ns) >= n, every=1.0)
         time.sleep(3)
         rss = rss_mib(proc.pid)
         hook, poll = [], []
@@ -366,42 +400,76 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def main() -> int:
-    cluster.up()
-    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
-    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
-    tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
-    out: Results = {"n": N}
+NAMESPACES = ("bench-operator", "bench-sync", "bench-kubectl", "bench-daemon")
+
+
+def core(kube: Kube, tmp: Path, n: int, *, scale_only: bool = False) -> Results:
+    """Today's figures at n MyApps; ``scale_only`` keeps those of the scale curve
+    (kubectl apply vs cold sync, no-op resync, diff, daemon RSS)."""
+    out: Results = {"n": n}
+    tmp = tmp / f"n{n}"  # each size its own repositories and caches
+    tmp.mkdir()
     try:
-        bench_operator(kube, out)
-        print(json.dumps(out["operator"], indent=2), flush=True)
+        if not scale_only:
+            bench_operator(kube, out, n)
+            print(json.dumps(out["operator"], indent=2), flush=True)
         # side by side: kubectl first, then gitsync, each after the cluster settled
         # from the step before, so both see the same background work
-        bench_kubectl_apply(kube, tmp, out)
-        c, work, url = bench_sync(kube, tmp, out)
+        bench_kubectl_apply(kube, tmp, out, n)
+        c, work, url = bench_sync(kube, tmp, out, n)
         out["cold_sync_vs_kubectl_apply"] = round(
             out["sync"]["cold_s"] / out["kubectl_apply_server_side_s"], 2
         )
         bench_diff(kube, work, url, live_manifest(c, tmp), out)
-        bench_drift(kube, c, out)
+        if not scale_only:
+            bench_drift(kube, c, out)
         c.stop()
-        bench_daemon(kube, tmp, out)
+        bench_daemon(kube, tmp, out, n)
     finally:
-        for ns in ("bench-operator", "bench-sync", "bench-kubectl", "bench-daemon"):
-            sh(
-                KUBECTL,
-                "delete",
-                "namespace",
-                ns,
-                "--ignore-not-found",
-                "--wait=false",
-                check=False,
-            )
+        # waited for: the next size starts on a cluster without this one's Pods
+        for ns in NAMESPACES:
+            sh(KUBECTL, "delete", "namespace", ns, "--ignore-not-found", check=False)
+    return out
+
+
+def _sizes(name: str, default: str) -> list[int]:
+    return [int(v) for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
+def main() -> int:
+    parts = set(os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus").split(","))
+    scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
+    settings = versus.Settings(
+        n=int(os.environ.get("GITSYNC_BENCH_VS_N", "1000")),
+        runs=int(os.environ.get("GITSYNC_BENCH_RUNS", "3")),
+        interval=float(os.environ.get("GITSYNC_BENCH_INTERVAL", "60")),
+    )
+    cluster.up()
+    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
+    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
+    # kubectl's and gitsync's copies of the largest size are up at once, next to the
+    # operator's: kwok Nodes with room for all of their Pods
+    ensure_nodes(kube, 4 * max([N, *scale]))
+    tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
+    out: Results = {"n": N, "facts": report.facts(kube)}
+    try:
+        if "core" in parts:
+            out.update(core(kube, tmp, N))
+        if "scale" in parts:
+            out["scale"] = {}
+            for n in scale:
+                if n == N and "core" in parts:
+                    out["scale"][str(n)] = {k: v for k, v in out.items() if k != "facts"}
+                    continue
+                print(f"bench: scale curve at N={n}", flush=True)
+                out["scale"][str(n)] = core(kube, tmp, n, scale_only=True)
+        if "versus" in parts:
+            out["versus"] = versus.versus(kube, tmp, settings)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    results = ROOT / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    (results / "latest.json").write_text(json.dumps(out, indent=2))
-    print(json.dumps(out, indent=2))
+    written = report.write(out, ROOT / "bench" / "results")
+    print(report.markdown(out))
+    print("bench: results in " + ", ".join(str(p.relative_to(ROOT)) for p in written))
     return 0
 
 

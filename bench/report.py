@@ -1,0 +1,251 @@
+"""The benchmark's results: machine facts and versions, JSON, a Markdown table, PNG plots."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench import flux
+from bench.common import ROOT, sh
+from gitsync.kube import Kube
+from testenv import build, peers
+
+Results = dict[str, Any]
+
+#: design §12 and issue targets for the side-by-side figures, gitsync / Flux
+TARGETS = {
+    "cold_sync_s": ("≤ 0.7 x Flux", 0.7),
+    "requests_per_interval": ("≤ 1/10 of Flux", 0.1),
+    "rss_mib": ("≤ Flux's two controllers", 1.0),
+}
+
+
+def facts(kube: Kube) -> Results:
+    """What the figures were measured on, and with which versions."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        mem_kib = 0
+    kubectl = sh(
+        str(Path(kube_bin()) / "kubectl"), "version", "--client", "-o", "json", check=False
+    )
+    try:
+        kubectl_version = json.loads(kubectl.stdout)["clientVersion"]["gitVersion"]
+    except (ValueError, KeyError):
+        kubectl_version = "unknown"
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu": cpu,
+            "memory_gib": round(mem_kib / 2**20, 1),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": {
+            "gitsync": f"{metadata.version('gitsync')} ({commit or 'no commit'})",
+            "kubernetes": kube.get("/version").get("gitVersion", "unknown"),
+            "kubectl": kubectl_version,
+            "flux": peers.FLUX_VERSION,
+            "source-controller": flux.version("github.com/fluxcd/source-controller"),
+            "kustomize-controller": flux.version("github.com/fluxcd/kustomize-controller"),
+        },
+    }
+
+
+def kube_bin() -> str:
+    from testenv import cluster
+
+    return str(cluster.STATE / "bin") if (cluster.STATE / "bin").exists() else str(build.bin_dir())
+
+
+def _fmt(x: Any) -> str:
+    return "-" if x is None else f"{x:g}" if isinstance(x, float | int) else str(x)
+
+
+def _get(d: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def versus_table(vs: Results) -> list[str]:
+    s = vs["summary"]
+    rows = [
+        f"gitsync vs Flux, N={vs['n']}, {vs['runs']} alternating runs, "
+        f"interval {vs['interval_s']:g} s (median, min-max):",
+        "",
+        "| figure | gitsync | Flux | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in s["gitsync"]:
+        g, f = s["gitsync"][name], s["flux"][name]
+        ratio = round(g["median"] / f["median"], 3) if f["median"] else None
+        target, limit = TARGETS.get(name, ("", None))
+        met = "" if limit is None or ratio is None else ("yes" if ratio <= limit else "no")
+        if name == "drift_reverted_p50_s":
+            target, met = "< 2 s (Flux: interval)", "yes" if g["median"] < 2 else "no"
+        rows.append(
+            f"| {name} | {_fmt(g['median'])} ({_fmt(g['min'])}-{_fmt(g['max'])}) "
+            f"| {_fmt(f['median'])} ({_fmt(f['min'])}-{_fmt(f['max'])}) "
+            f"| {_fmt(ratio)} | {target} | {met} |"
+        )
+    rows.append("")
+    rows.append(
+        "Drift visible in status: gitsync writes status.drift; Flux reports drift nowhere "
+        "(it re-applies at its next interval)."
+    )
+    return rows
+
+
+def scale_table(scale: Results) -> list[str]:
+    rows = [
+        "| N | kubectl apply (s) | gitsync cold sync (s) | ratio | per object (ms) "
+        "| no-op resync requests | no-op CPU (s) | gitsync diff (s) | kubectl diff (s) "
+        "| daemon RSS (MiB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, r in sorted(scale.items(), key=lambda kv: int(kv[0])):
+        cold = _get(r, "sync", "cold_s")
+        per = round(1000 * cold / int(n), 2) if cold else None
+        warm = _get(r, "sync", "warm_gitsync_requests") or {}
+        rows.append(
+            f"| {n} | {_fmt(r.get('kubectl_apply_server_side_s'))} | {_fmt(cold)} "
+            f"| {_fmt(r.get('cold_sync_vs_kubectl_apply'))} | {_fmt(per)} "
+            f"| {sum(warm.values())} | {_fmt(_get(r, 'sync', 'warm_cpu_s'))} "
+            f"| {_fmt(_get(r, 'diff', 'gitsync_diff_s'))} "
+            f"| {_fmt(_get(r, 'diff', 'kubectl_diff_server_side_s'))} "
+            f"| {_fmt(_get(r, 'daemon', 'rss_mib_at_n'))} |"
+        )
+    return rows
+
+
+def markdown(out: Results) -> str:
+    lines = [f"# gitsync benchmark, {_get(out, 'facts', 'date') or 'undated'}", ""]
+    if out.get("smoke"):
+        lines += ["**Smoke run** (tiny N, checks the harness; not a measurement).", ""]
+    f = out.get("facts") or {}
+    if f:
+        m, v = f["machine"], f["versions"]
+        lines += [
+            f"Machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, "
+            f"load {m['load_average']}.",
+            "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
+            "",
+        ]
+    if "sync" in out:
+        lines += [
+            f"Core, N={out['n']}: cold sync {out['sync']['cold_s']} s vs kubectl apply "
+            f"--server-side {out['kubectl_apply_server_side_s']} s "
+            f"(ratio {out['cold_sync_vs_kubectl_apply']}, target ≤ 0.5).",
+            "",
+        ]
+    if out.get("scale"):
+        lines += ["Scale curve (gitsync vs kubectl):", "", *scale_table(out["scale"]), ""]
+    if out.get("versus"):
+        lines += [*versus_table(out["versus"]), ""]
+    return "\n".join(lines)
+
+
+def plot(out: Results, path: Path) -> Path | None:
+    """Time vs N (gitsync, kubectl, Flux) and requests per interval vs N."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench: matplotlib is not installed (pip install -e '.[bench]'); no plot")
+        return None
+    scale = sorted(((int(n), r) for n, r in (out.get("scale") or {}).items()), key=lambda x: x[0])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    if scale:
+        ns = [n for n, _ in scale]
+        ax1.plot(ns, [_get(r, "sync", "cold_s") for _, r in scale], "o-", label="gitsync cold sync")
+        ax1.plot(
+            ns,
+            [r.get("kubectl_apply_server_side_s") for _, r in scale],
+            "s-",
+            label="kubectl apply",
+        )
+        ax1.plot(
+            ns, [_get(r, "diff", "gitsync_diff_s") for _, r in scale], "o--", label="gitsync diff"
+        )
+        ax1.plot(
+            ns,
+            [_get(r, "diff", "kubectl_diff_server_side_s") for _, r in scale],
+            "s--",
+            label="kubectl diff",
+        )
+        ax2.plot(
+            ns,
+            [sum((_get(r, "sync", "warm_gitsync_requests") or {}).values()) for _, r in scale],
+            "o-",
+            label="gitsync no-op resync",
+        )
+    vs = out.get("versus")
+    if vs:
+        for tool, marker in (("gitsync", "o"), ("flux", "^")):
+            s = vs["summary"][tool]
+            ax1.errorbar(
+                [vs["n"]],
+                [s["cold_sync_s"]["median"]],
+                yerr=[
+                    [s["cold_sync_s"]["median"] - s["cold_sync_s"]["min"]],
+                    [s["cold_sync_s"]["max"] - s["cold_sync_s"]["median"]],
+                ],
+                fmt=marker,
+                capsize=4,
+                label=f"{tool} cold sync (vs run)",
+            )
+            ax2.plot(
+                [vs["n"]],
+                [s["requests_per_interval"]["median"]],
+                marker,
+                label=f"{tool} per {vs['interval_s']:g} s interval",
+            )
+    for ax, title, ylabel, yscale in (
+        (ax1, "time vs N", "seconds", "log"),
+        (ax2, "API requests in steady state vs N", "requests", "symlog"),
+    ):
+        ax.set_xscale("log")
+        ax.set_yscale(yscale)
+        ax.set_xlabel("MyApps (N)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(out: Results, results: Path, stem: str | None = None) -> list[Path]:
+    """``<date>.json``, ``.md`` and ``.png`` (and ``latest.json``) under ``results``."""
+    results.mkdir(parents=True, exist_ok=True)
+    stem = stem or dt.date.today().isoformat()
+    text = json.dumps(out, indent=2)
+    paths = [results / f"{stem}.json", results / "latest.json", results / f"{stem}.md"]
+    paths[0].write_text(text)
+    paths[1].write_text(text)
+    paths[2].write_text(markdown(out) + "\n")
+    png = plot(out, results / f"{stem}.png")
+    return [*paths, *([png] if png else [])]

@@ -1,0 +1,519 @@
+"""gitsync and Flux side by side: the same control plane, Git repo, MyApps and operator.
+
+For each run and each tool (the order alternates between runs), a fresh
+namespace gets N MyApps from a Git repository served over loopback HTTP:
+
+- ``gitsync``: ``gitsync run --repo …`` (sync loop, webhook and operator in one process);
+- ``flux``: source-controller + kustomize-controller, a GitRepository and one
+  Kustomization (plain manifests, ``prune: true``), and ``gitsync run`` without
+  ``--repo`` (the operator alone), so the Deployments cost the same in both.
+
+Then, in that order: cold sync, steady state over whole intervals, a commit
+changing 10 % of MyApps, drift on up to 100 MyApps, a commit removing 10 %.
+Flux is told of a push the way its Receiver does it: the
+``reconcile.fluxcd.io/requestedAt`` annotation on the GitRepository (the Receiver's
+HTTP hop is left out; gitsync's webhook hop is measured). The observer is a
+list+watch cache of MyApps and Deployments in the run's namespace, polled in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import signal
+import statistics
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import flux as fluxlib
+from bench.common import GITSYNC, app_yaml, namespace, rss_mib, server_requests, sh, wait
+from bench.gitserver import GitHttpServer
+from gitsync.apply import path_of
+from gitsync.informer import Informer
+from gitsync.kube import Kube, resource_path
+from testenv import cluster, peers
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+TOOLS = ("gitsync", "flux")
+#: resources whose server-side request counts belong to the tools (plus the
+#: controller manager's Deployment status writes, the same in both); not leases:
+#: leader election is off for both, and kwok's Node heartbeats are leases
+RESOURCES = ("myapps", "deployments", "gitrepositories", "kustomizations", "events", "configmaps")
+SECRET = b"bench-secret"
+Results = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    n: int
+    runs: int = 3
+    interval: float = 60.0  # the same poll/reconcile interval for both tools
+    steady_intervals: int = 2
+    drift: int = 100  # MyApps edited in the drift scenario (at most n)
+    timeout: float = 900.0
+
+
+# --- the Git repository ---------------------------------------------------------------
+
+
+@dataclass
+class Repo:
+    bare: Path
+    work: Path
+    url: str
+    ns: str
+    apps: list[str] = field(default_factory=list)
+
+    def write(self, app: str, image: str = "nginx:1.27") -> None:
+        extra = {"driftPolicy": "report"} if app in _report_apps(self.apps) else {}
+        (self.work / "apps" / f"{app}.yaml").write_text(app_yaml(self.ns, app, image, **extra))
+
+    def git(self, *args: str) -> None:
+        subprocess.run([*GIT, "-C", str(self.work), *args], check=True, capture_output=True)
+
+    def push(self, message: str) -> None:
+        self.git("add", "--all")
+        self.git("commit", "-qm", message)
+        self.git("push", "-q", str(self.bare), "main")
+
+
+def make_repo(root: Path, server: GitHttpServer, name: str, ns: str, n: int) -> Repo:
+    bare, work = root / f"{name}.git", root / f"{name}-work"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    (work / "apps").mkdir(parents=True)
+    subprocess.run([*GIT, "init", "-q", "-b", "main", str(work)], check=True)
+    repo = Repo(bare, work, server.url(bare.name), ns, [f"app-{i:04d}" for i in range(n)])
+    for app in repo.apps:
+        repo.write(app)
+    repo.push("apps")
+    return repo
+
+
+# --- the processes under test ---------------------------------------------------------
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def _gitsync_requests(port: int) -> Counter[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: Counter[str] = Counter()
+    for line in text.splitlines():
+        if line.startswith("gitsync_api_requests_total{"):
+            verb = line.split('verb="', 1)[1].split('"', 1)[0]
+            out[verb] += int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+@dataclass
+class Running:
+    """One tool's processes: ``main`` are the tool's own (measured for CPU, RSS and
+    requests); ``operator`` is gitsync's operator alone in the Flux runs."""
+
+    tool: str
+    main_pids: list[int]
+    requests: Callable[[], Counter[str]]
+    stop: Callable[[], None]
+    notify: Callable[[int], None]  # tell the tool of push number i
+    operator_pid: int | None = None
+
+
+def _gitsync_process(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG), "GITSYNC_LOG_FORMAT": "json"}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
+def _stop_process(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def _gitsync_argv(ns: str, port: int, tmp: Path, extra: list[str]) -> list[str]:
+    return [
+        GITSYNC,
+        "run",
+        "--watch-namespace",
+        ns,
+        "--status-namespace",
+        ns,
+        "--no-leader-elect",  # as Flux is run here
+        "--listen",
+        f"127.0.0.1:{port}",
+        *extra,
+    ]
+
+
+def start_gitsync(repo: Repo, tmp: Path, s: Settings) -> Running:
+    port = cluster.free_port()
+    secret = tmp / "webhook-secret"
+    secret.write_bytes(SECRET)
+    argv = _gitsync_argv(
+        repo.ns,
+        port,
+        tmp,
+        [
+            "--repo",
+            repo.url,
+            "--allow-insecure-git",  # plain http:// on loopback
+            "--path",
+            "apps",
+            "--interval",
+            str(s.interval),
+            "--jitter",
+            "0",
+            "--webhook-secret-file",
+            str(secret),
+            "--cache-dir",
+            str(tmp / "gitsync-cache"),
+        ],
+    )
+    proc = _gitsync_process(argv, cluster.STATE / "logs" / "bench-gitsync.log")
+
+    def notify(i: int) -> None:
+        # a body per push, as a Git host sends: gitsync ignores a repeated one as a replay
+        body = b'{"ref":"refs/heads/main","after":"%d"}' % i
+        sig = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body)
+        req.add_header("X-Hub-Signature-256", sig)
+        urllib.request.urlopen(req, timeout=10).close()
+
+    return Running(
+        "gitsync", [proc.pid], lambda: _gitsync_requests(port), lambda: _stop_process(proc), notify
+    )
+
+
+def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
+    port = cluster.free_port()
+    operator = _gitsync_process(
+        _gitsync_argv(repo.ns, port, tmp, []), cluster.STATE / "logs" / "bench-operator.log"
+    )
+    flux = fluxlib.start(tmp)
+    every = f"{s.interval:g}s"
+    kube.create(
+        resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns),
+        fluxlib.git_repository(repo.ns, repo.url, every),
+    )
+    kube.create(
+        resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns),
+        fluxlib.kustomization(repo.ns, every),
+    )
+
+    def notify(i: int) -> None:
+        # what Flux's Receiver does on a push: ask the source to reconcile now
+        kube.request(
+            "PATCH",
+            resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns, "bench"),
+            body={"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": f"push-{i}"}}},
+            content_type="application/merge-patch+json",
+        )
+
+    def stop() -> None:
+        flux.stop()
+        _stop_process(operator)
+
+    return Running("flux", flux.pids, flux.requests, stop, notify, operator.pid)
+
+
+# --- what the cluster holds ------------------------------------------------------------
+
+
+class Observer:
+    """List+watch caches of the run's MyApps and Deployments."""
+
+    def __init__(self, kube: Kube, ns: str) -> None:
+        self.myapps = Informer(kube, path_of("MyApp", ns), name="bench-myapps")
+        self.deployments = Informer(kube, path_of("Deployment", ns), name="bench-deployments")
+        self.ns = ns
+
+    def __enter__(self) -> Observer:
+        for inf in (self.myapps, self.deployments):
+            inf.start()
+            if not inf.wait_synced(120):
+                raise RuntimeError(f"the observer's {inf.name} did not sync")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.myapps.stop()
+        self.deployments.stop()
+
+    def myapp(self, name: str) -> dict[str, Any]:
+        return self.myapps.get(f"{self.ns}/{name}") or {}
+
+    def all_available(self, names: list[str]) -> bool:
+        for name in names:
+            dep = self.deployments.get(f"{self.ns}/{name}")
+            if dep is None or not self.myapp(name):
+                return False
+            want = dep.get("spec", {}).get("replicas", 1)
+            if (dep.get("status") or {}).get("availableReplicas") != want:
+                return False
+        return True
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    qs = sorted(values)
+    return {
+        "p50": round(statistics.median(qs), 3),
+        "p99": round(qs[min(len(qs) - 1, round(0.99 * (len(qs) - 1)))], 3),
+        "max": round(qs[-1], 3),
+    }
+
+
+def _watch_times(
+    names: list[str], t0: dict[str, float], done: Callable[[str], bool], timeout: float
+) -> list[float]:
+    """Seconds from each name's ``t0`` until ``done(name)``, polled every 10 ms."""
+    left, out = set(names), {}
+    deadline = time.perf_counter() + timeout
+    while left and time.perf_counter() < deadline:
+        now = time.perf_counter()
+        for name in [n for n in left if done(n)]:
+            out[name] = now - t0[name]
+            left.discard(name)
+        time.sleep(0.01)
+    if left:
+        raise RuntimeError(f"{len(left)} of {len(names)} not done within {timeout:.0f}s")
+    return [out[n] for n in names]
+
+
+# --- one run of one tool ----------------------------------------------------------------
+
+
+def one_run(
+    kube: Kube, server: GitHttpServer, tmp: Path, tool: str, run: int, s: Settings
+) -> Results:
+    ns = namespace(kube, f"vs-{tool}-{run}")
+    repo = make_repo(tmp, server, f"{tool}-{run}", ns, s.n)
+    out: Results = {}
+    with Observer(kube, ns) as obs:
+        t0 = time.perf_counter()
+        running = start_flux(kube, repo, tmp, s) if tool == "flux" else start_gitsync(repo, tmp, s)
+        try:
+            wait("cold sync", lambda: obs.all_available(repo.apps), s.timeout, every=0.05)
+            out["cold_sync_s"] = round(time.perf_counter() - t0, 3)
+            _steady(kube, running, s, out)
+            _diff(repo, tool, out)
+            _change(obs, repo, running, s, out)
+            _drift(kube, obs, repo, tool, s, out)
+            _prune(obs, repo, running, s, out)
+        finally:
+            running.stop()
+    sh(*_kubectl(), "delete", "namespace", ns, "--wait=false", check=False)
+    return out
+
+
+def _kubectl() -> list[str]:
+    return [str(cluster.STATE / "bin" / "kubectl")]
+
+
+def _steady(kube: Kube, running: Running, s: Settings, out: Results) -> None:
+    # settle first: the first interval after a cold sync still carries its tail
+    time.sleep(min(s.interval, 10.0))
+    pids = running.main_pids + ([running.operator_pid] if running.operator_pid else [])
+    cpu0 = {p: _cpu_seconds(p) for p in pids}
+    server0, client0 = server_requests(kube, RESOURCES), running.requests()
+    time.sleep(s.interval * s.steady_intervals)
+    client = running.requests() - client0
+    server = server_requests(kube, RESOURCES) - server0
+    k = s.steady_intervals
+    tool_cpu = sum(_cpu_seconds(p) - cpu0[p] for p in running.main_pids)
+    out["steady"] = {
+        "client_requests_per_interval": {v: round(n / k, 1) for v, n in sorted(client.items())},
+        "client_requests_per_interval_total": round(sum(client.values()) / k, 1),
+        "server_requests_per_interval": {v: round(n / k, 1) for v, n in sorted(server.items())},
+        "cpu_s_per_interval": round(tool_cpu / k, 3),
+        "rss_mib": round(sum(rss_mib(p) for p in running.main_pids), 1),
+    }
+    if running.operator_pid:
+        op = running.operator_pid
+        out["steady"]["operator_cpu_s_per_interval"] = round((_cpu_seconds(op) - cpu0[op]) / k, 3)
+        out["steady"]["operator_rss_mib"] = round(rss_mib(op), 1)
+
+
+def _diff(repo: Repo, tool: str, out: Results) -> None:
+    """Nothing changed: ``gitsync diff`` of the work tree in the gitsync runs, ``flux diff
+    kustomization`` (or, without the flux CLI, ``kubectl diff --server-side``) in Flux's."""
+    if tool == "gitsync":
+        argv = [GITSYNC, "diff", "--repo", str(repo.work), "--instance-repo", repo.url]
+        argv += ["--path", "apps"]
+    elif peers.binary("flux").exists():
+        argv = [str(peers.binary("flux")), "diff", "kustomization", "bench", "-n", repo.ns]
+        argv += ["--path", str(repo.work / "apps"), "--kubeconfig", str(cluster.KUBECONFIG)]
+    else:
+        argv = [*_kubectl(), "diff", "--server-side", "--field-manager=kustomize-controller"]
+        argv += ["-f", str(repo.work / "apps")]
+    start = time.perf_counter()
+    proc = sh(*argv, check=False)
+    out["diff"] = {
+        "command": " ".join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv[:3])),
+        "s": round(time.perf_counter() - start, 3),
+        "exit": proc.returncode,
+    }
+
+
+def _tenth(repo: Repo, offset: int) -> list[str]:
+    step = 10
+    return repo.apps[offset::step] or repo.apps[:1]
+
+
+def _change(obs: Observer, repo: Repo, running: Running, s: Settings, out: Results) -> None:
+    changed = _tenth(repo, 0)
+    for app in changed:
+        repo.write(app, image="nginx:1.28")
+    repo.push("change a tenth")
+    start = time.perf_counter()
+    running.notify(1)
+
+    def applied(name: str) -> bool:
+        return bool(obs.myapp(name).get("spec", {}).get("image") == "nginx:1.28")
+
+    times = _watch_times(changed, dict.fromkeys(changed, start), applied, s.timeout)
+    out["push_to_applied_s"] = {"objects": len(changed), "all": round(max(times), 3)}
+
+
+def _report_apps(apps: list[str]) -> list[str]:
+    """MyApps that Git gives ``driftPolicy: report`` (the last tenth, at most 10):
+    gitsync records their drift in status and leaves it; Flux, which knows no such
+    policy, reverts them like the others."""
+    return apps[-max(1, min(10, len(apps) // 10)) :]
+
+
+def _edit_replicas(kube: Kube, ns: str, names: list[str], replicas: int) -> dict[str, float]:
+    """What ``kubectl patch``/``edit`` sends (an Update under the manager ``kubectl``),
+    each timed from just before its request leaves."""
+    t0: dict[str, float] = {}
+    for name in names:
+        t0[name] = time.perf_counter()
+        kube.request(
+            "PATCH",
+            path_of("MyApp", ns, name),
+            params={"fieldManager": "kubectl"},
+            body={"spec": {"replicas": replicas}},
+            content_type="application/merge-patch+json",
+        )
+    return t0
+
+
+def _drift(kube: Kube, obs: Observer, repo: Repo, tool: str, s: Settings, out: Results) -> None:
+    """Edit ``spec.replicas`` of up to ``drift`` MyApps (policy correct): time until each
+    is reverted. Then, gitsync only, of the report-policy MyApps: time until the drift
+    is visible in ``status.drift`` (Flux records drift nowhere)."""
+    report = set(_report_apps(repo.apps))
+    names = [a for a in repo.apps if a not in report][: s.drift]
+    t0 = _edit_replicas(kube, repo.ns, names, 3)
+
+    def reverted(name: str) -> bool:
+        return bool(obs.myapp(name).get("spec", {}).get("replicas") == 1)
+
+    out["drift"] = {
+        "objects": len(names),
+        "reverted_s": _spread(_watch_times(names, t0, reverted, s.timeout)),
+    }
+    if tool != "gitsync":
+        out["drift"]["in_status_s"] = None
+        return
+    shown = sorted(report)
+    t0 = _edit_replicas(kube, repo.ns, shown, 3)
+
+    def in_status(name: str) -> bool:
+        drift = (obs.myapp(name).get("status") or {}).get("drift") or []
+        return any(d.get("path") == "spec.replicas" and d.get("live") == 3 for d in drift)
+
+    out["drift"]["in_status_s"] = _spread(_watch_times(shown, t0, in_status, s.timeout))
+    out["drift"]["in_status_objects"] = len(shown)
+
+
+def _prune(obs: Observer, repo: Repo, running: Running, s: Settings, out: Results) -> None:
+    removed = _tenth(repo, 5)
+    for app in removed:
+        (repo.work / "apps" / f"{app}.yaml").unlink()
+    repo.push("remove a tenth")
+    start = time.perf_counter()
+    running.notify(2)
+    times = _watch_times(
+        removed, dict.fromkeys(removed, start), lambda n: not obs.myapp(n), s.timeout
+    )
+    out["prune_s"] = {"objects": len(removed), "all": round(max(times), 3)}
+
+
+# --- all runs -----------------------------------------------------------------------------
+
+
+def install_flux_crds() -> None:
+    for crd in fluxlib.crd_files():
+        sh(*_kubectl(), "apply", "--server-side", "--force-conflicts", "-f", str(crd))
+    for name in (
+        "gitrepositories.source.toolkit.fluxcd.io",
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+    ):
+        sh(*_kubectl(), "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+
+
+def _runs(s: Settings) -> Iterator[tuple[int, str]]:
+    for run in range(s.runs):
+        # alternate who goes first, so neither always meets a fresher cluster
+        for tool in TOOLS if run % 2 == 0 else tuple(reversed(TOOLS)):
+            yield run, tool
+
+
+def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
+    install_flux_crds()
+    per_tool: dict[str, list[Results]] = {t: [] for t in TOOLS}
+    with GitHttpServer(tmp) as server:
+        for run, tool in _runs(s):
+            print(f"bench: versus run {run + 1}/{s.runs}: {tool} (N={s.n})", flush=True)
+            per_tool[tool].append(one_run(kube, server, tmp, tool, run, s))
+    return {
+        "n": s.n,
+        "runs": s.runs,
+        "interval_s": s.interval,
+        "runs_by_tool": per_tool,
+        "summary": {t: summarize(rs) for t, rs in per_tool.items()},
+    }
+
+
+FIGURES: dict[str, Callable[[Results], float]] = {
+    "cold_sync_s": lambda r: float(r["cold_sync_s"]),
+    "requests_per_interval": lambda r: float(r["steady"]["client_requests_per_interval_total"]),
+    "cpu_s_per_interval": lambda r: float(r["steady"]["cpu_s_per_interval"]),
+    "rss_mib": lambda r: float(r["steady"]["rss_mib"]),
+    "push_to_applied_s": lambda r: float(r["push_to_applied_s"]["all"]),
+    "drift_reverted_p50_s": lambda r: float(r["drift"]["reverted_s"]["p50"]),
+    "prune_s": lambda r: float(r["prune_s"]["all"]),
+    "diff_nothing_changed_s": lambda r: float(r["diff"]["s"]),
+}
+
+
+def summarize(runs: list[Results]) -> dict[str, dict[str, float]]:
+    """Median and spread (min, max) of each figure over the runs."""
+    out: dict[str, dict[str, float]] = {}
+    for name, get in FIGURES.items():
+        values = [get(r) for r in runs]
+        out[name] = {
+            "median": round(statistics.median(values), 3),
+            "min": round(min(values), 3),
+            "max": round(max(values), 3),
+        }
+    return out
