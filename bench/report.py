@@ -239,13 +239,15 @@ def plot(out: Results, path: Path) -> Path | None:
 
 
 def write(out: Results, results: Path, stem: str | None = None) -> list[Path]:
-    """``<date>.json``, ``.md`` and ``.png`` (and ``latest.json``) under ``results``."""
+    """``<date>.json``, ``.md`` and ``.png`` under ``results``, and the same as
+    ``latest.*`` (what the README shows)."""
     results.mkdir(parents=True, exist_ok=True)
     stem = stem or dt.date.today().isoformat()
-    text = json.dumps(out, indent=2)
-    paths = [results / f"{stem}.json", results / "latest.json", results / f"{stem}.md"]
-    paths[0].write_text(text)
-    paths[1].write_text(text)
-    paths[2].write_text(markdown(out) + "\n")
-    png = plot(out, results / f"{stem}.png")
-    return [*paths, *([png] if png else [])]
+    text, table = json.dumps(out, indent=2), markdown(out) + "\n"
+    paths: list[Path] = []
+    for name in dict.fromkeys((stem, "latest")):
+        (results / f"{name}.json").write_text(text)
+        (results / f"{name}.md").write_text(table)
+        png = plot(out, results / f"{name}.png")
+        paths += [results / f"{name}.json", results / f"{name}.md", *([png] if png else [])]
+    return paths

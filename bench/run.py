@@ -452,6 +452,8 @@ def main() -> int:
     ensure_nodes(kube, 4 * max([N, *scale]))
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
     out: Results = {"n": N, "facts": report.facts(kube)}
+    if min([N, *scale, settings.n]) < 100:
+        out["smoke"] = True  # the report says so: sizes this small check the harness only
     try:
         if "core" in parts:
             out.update(core(kube, tmp, N))

@@ -1,0 +1,74 @@
+"""The benchmark's summaries and tables, from hand-made results (no cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import report, versus
+
+
+def _run(cold: float, requests: float, rss: float, reverted: float) -> dict[str, Any]:
+    return {
+        "cold_sync_s": cold,
+        "steady": {
+            "client_requests_per_interval_total": requests,
+            "cpu_s_per_interval": 0.5,
+            "rss_mib": rss,
+        },
+        "push_to_applied_s": {"objects": 1, "all": 1.0},
+        "drift": {"objects": 4, "reverted_s": {"p50": reverted, "p99": reverted, "max": reverted}},
+        "prune_s": {"objects": 1, "all": 2.0},
+        "diff": {"s": 1.5, "exit": 0},
+    }
+
+
+def test_summary_is_median_and_spread_over_runs() -> None:
+    s = versus.summarize([_run(3, 0, 80, 0.1), _run(1, 0, 90, 0.2), _run(2, 0, 70, 0.3)])
+    assert s["cold_sync_s"] == {"median": 2, "min": 1, "max": 3}
+    assert s["rss_mib"] == {"median": 80, "min": 70, "max": 90}
+    assert s["drift_reverted_p50_s"]["median"] == 0.2
+
+
+def test_runs_alternate_which_tool_goes_first() -> None:
+    order = list(versus._runs(versus.Settings(n=5, runs=3)))
+    assert order == [
+        (0, "gitsync"),
+        (0, "flux"),
+        (1, "flux"),
+        (1, "gitsync"),
+        (2, "gitsync"),
+        (2, "flux"),
+    ]
+
+
+def test_table_states_each_target_and_whether_it_was_met() -> None:
+    vs = {
+        "n": 1000,
+        "runs": 1,
+        "interval_s": 60.0,
+        "summary": {
+            "gitsync": versus.summarize([_run(10, 5, 120, 0.1)]),
+            "flux": versus.summarize([_run(20, 2000, 100, 30)]),
+        },
+    }
+    rows = {r.split(" | ")[0].strip("| "): r for r in report.versus_table(vs)}
+    assert "| 0.5 |" in rows["cold_sync_s"] and rows["cold_sync_s"].endswith("| yes |")
+    assert "| 0.003 |" in rows["requests_per_interval"]
+    assert rows["requests_per_interval"].endswith("| yes |")
+    assert "| 1.2 |" in rows["rss_mib"] and rows["rss_mib"].endswith("| no |")
+    assert rows["drift_reverted_p50_s"].endswith("| yes |")
+
+
+def test_scale_table_gives_the_cost_per_object() -> None:
+    scale = {
+        "100": {"sync": {"cold_s": 2.0, "warm_gitsync_requests": {}}},
+        "1000": {"sync": {"cold_s": 30.0, "warm_gitsync_requests": {"GET": 2}}},
+    }
+    rows = report.scale_table(scale)
+    assert rows[2].startswith("| 100 |") and "| 20 |" in rows[2]
+    assert rows[3].startswith("| 1000 |") and "| 30 |" in rows[3] and "| 2 |" in rows[3]
+
+
+def test_a_smoke_run_is_labelled_as_such() -> None:
+    assert "Smoke run" in report.markdown({"n": 5, "smoke": True})
+    assert "Smoke run" not in report.markdown({"n": 1000})
