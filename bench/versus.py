@@ -37,6 +37,7 @@ from bench import flux as fluxlib
 from bench.common import GITSYNC, app_yaml, namespace, rss_mib, server_requests, sh, wait
 from bench.gitserver import GitHttpServer
 from gitsync.apply import path_of
+from gitsync.errors import APINotFoundError
 from gitsync.informer import Informer
 from gitsync.kube import Kube, resource_path
 from testenv import cluster, peers
@@ -127,7 +128,14 @@ class Running:
     requests: Callable[[], Counter[str]]
     stop: Callable[[], None]
     notify: Callable[[int], None]  # tell the tool of push number i
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
     operator_pid: int | None = None
+
+    def check(self) -> None:
+        """Fail at once, naming the log, when a process under test has exited."""
+        for proc, log in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{self.tool}: a process exited ({proc.returncode}); log {log}")
 
 
 def _gitsync_process(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -187,7 +195,8 @@ def start_gitsync(repo: Repo, tmp: Path, s: Settings) -> Running:
             str(tmp / "gitsync-cache"),
         ],
     )
-    proc = _gitsync_process(argv, cluster.STATE / "logs" / "bench-gitsync.log")
+    log = cluster.STATE / "logs" / "bench-gitsync.log"
+    proc = _gitsync_process(argv, log)
 
     def notify(i: int) -> None:
         # a body per push, as a Git host sends: gitsync ignores a repeated one as a replay
@@ -198,25 +207,37 @@ def start_gitsync(repo: Repo, tmp: Path, s: Settings) -> Running:
         urllib.request.urlopen(req, timeout=10).close()
 
     return Running(
-        "gitsync", [proc.pid], lambda: _gitsync_requests(port), lambda: _stop_process(proc), notify
+        "gitsync",
+        [proc.pid],
+        lambda: _gitsync_requests(port),
+        lambda: _stop_process(proc),
+        notify,
+        [(proc, log)],
     )
 
 
 def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
     port = cluster.free_port()
-    operator = _gitsync_process(
-        _gitsync_argv(repo.ns, port, tmp, []), cluster.STATE / "logs" / "bench-operator.log"
-    )
-    flux = fluxlib.start(tmp)
-    every = f"{s.interval:g}s"
-    kube.create(
-        resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns),
-        fluxlib.git_repository(repo.ns, repo.url, every),
-    )
-    kube.create(
-        resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns),
-        fluxlib.kustomization(repo.ns, every),
-    )
+    log = cluster.STATE / "logs" / "bench-operator.log"
+    operator = _gitsync_process(_gitsync_argv(repo.ns, port, tmp, []), log)
+    flux = fluxlib.Flux()
+    try:
+        flux = fluxlib.start(tmp)
+        every = f"{s.interval:g}s"
+        # created with the controllers just started, as gitsync's repo is given at its
+        # start: both cold syncs count from the same moment, process start included
+        kube.create(
+            resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns),
+            fluxlib.git_repository(repo.ns, repo.url, every),
+        )
+        kube.create(
+            resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns),
+            fluxlib.kustomization(repo.ns, every),
+        )
+    except BaseException:
+        flux.stop()
+        _stop_process(operator)
+        raise
 
     def notify(i: int) -> None:
         # what Flux's Receiver does on a push: ask the source to reconcile now
@@ -228,10 +249,32 @@ def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
         )
 
     def stop() -> None:
-        flux.stop()
-        _stop_process(operator)
+        # the Flux objects go while their controllers still run: a Kustomization
+        # keeps a finalizer, and with no controller to lift it the namespace would
+        # stay Terminating for good
+        paths = [
+            resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns, "bench"),
+            resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns, "bench"),
+        ]
+        try:
+            for path in paths:
+                with contextlib.suppress(APINotFoundError):
+                    kube.delete(path)
+            wait("the Flux objects to go", lambda: not any(_exists(kube, p) for p in paths), 120)
+        finally:
+            flux.stop()
+            _stop_process(operator)
 
-    return Running("flux", flux.pids, flux.requests, stop, notify, operator.pid)
+    procs = [(c.proc, c.log) for c in flux.controllers] + [(operator, log)]
+    return Running("flux", flux.pids, flux.requests, stop, notify, procs, operator.pid)
+
+
+def _exists(kube: Kube, path: str) -> bool:
+    try:
+        kube.get(path)
+    except APINotFoundError:
+        return False
+    return True
 
 
 # --- what the cluster holds ------------------------------------------------------------
@@ -311,7 +354,12 @@ def one_run(
         t0 = time.perf_counter()
         running = start_flux(kube, repo, tmp, s) if tool == "flux" else start_gitsync(repo, tmp, s)
         try:
-            wait("cold sync", lambda: obs.all_available(repo.apps), s.timeout, every=0.05)
+
+            def synced() -> bool:
+                running.check()
+                return obs.all_available(repo.apps)
+
+            wait("cold sync", synced, s.timeout, every=0.05)
             out["cold_sync_s"] = round(time.perf_counter() - t0, 3)
             _steady(kube, running, s, out)
             _diff(repo, tool, out)
