@@ -96,6 +96,9 @@ class Controller:
         #: the sync loop's last word on each MyApp; every status write carries it, so a
         #: reconcile that starts from a cache older than the last sync cannot drop it
         self.sync_info: dict[str, statuslib.SyncInfo] = {}
+        #: Deployments a sync pass has just listed as absent (Syncer: one LIST per
+        #: namespace instead of one GET per new MyApp); emptied when the pass ends
+        self.absent_deployments: frozenset[str] = frozenset()
         self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
         self._threads: list[threading.Thread] = []
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
@@ -286,6 +289,10 @@ class Controller:
         """A Deployment the cache does not hold: not created yet, not seen yet, or
         someone else's (the cache holds only those labelled as ours). Asked only
         when about to create, so steady state still reads nothing."""
+        if key in self.absent_deployments:
+            # the sync pass's LIST of the namespace, moments ago, is the same proof as
+            # the GET (and the GET is no closer to the create than a few milliseconds)
+            return None
         ns, name = key.split("/", 1)
         try:
             found = self.kube.get(path_of("Deployment", ns, name), subject=f"Deployment/{key}")

@@ -361,3 +361,58 @@ def test_a_repository_of_200_myapps(
     )
     again = s.run()
     assert again.count("unchanged") == 200
+
+
+def test_a_cold_sync_lists_deployments_once_instead_of_a_get_per_new_myapp(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "c" names a Deployment that is not ours: the LIST shows it, so it is still looked
+    # at one by one, and still never taken over
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "c", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {
+                "metadata": {"labels": {"app": "theirs"}},
+                "spec": {"containers": [{"name": "theirs", "image": "busybox"}]},
+            },
+        },
+    }
+    kube.create(path_of("Deployment", namespace), theirs)
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b", "c")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    reads: list[tuple[str, str]] = []
+    real_get, real_list = kube.get, kube.list
+
+    def recorded_get(path: str, **kw: Any) -> dict[str, Any]:
+        reads.append(("GET", path))
+        return real_get(path, **kw)
+
+    def recorded_list(path: str, **kw: Any) -> dict[str, Any]:
+        reads.append(("LIST", path))
+        return real_list(path, **kw)
+
+    monkeypatch.setattr(kube, "get", recorded_get)
+    monkeypatch.setattr(kube, "list", recorded_list)
+    result = s.run()
+    monkeypatch.undo()
+
+    assert actions(result)["a"] == "created" and actions(result)["b"] == "created"
+    deployments = [r for r in reads if "/deployments" in r[1]]
+    theirs_path = path_of("Deployment", namespace, "c")
+    # (the operator's workers retry "c" on their own, each time with a GET)
+    assert [r for r in deployments if r[1] != theirs_path] == [
+        ("LIST", path_of("Deployment", namespace))
+    ]
+    assert ("GET", theirs_path) in deployments
+    dep = get(kube, "Deployment", namespace, "c")
+    assert dep is not None and "ownerReferences" not in dep["metadata"]
+    assert all(exists(kube, "Deployment", namespace, n) for n in "ab")
