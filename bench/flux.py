@@ -32,29 +32,13 @@ class FluxError(Exception):
     pass
 
 
-def module_dir(module: str) -> Path:
-    """Where the pinned ``module`` is in the Go module cache (downloading it if need be)."""
-    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
-    proc = subprocess.run(
-        ["go", "mod", "download", "-json", module],
-        cwd=peers.PEERS / "flux",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    found = re.search(r'"Dir":\s*"([^"]+)"', proc.stdout)
-    if proc.returncode != 0 or not found:
-        raise FluxError(f"cannot locate {module} in the module cache: {proc.stderr[-300:]}")
-    return Path(found.group(1))
-
-
 def crd_files() -> list[Path]:
     """Every CRD the two controllers serve: source-controller reconciles all its source
     kinds and does not start while one of them is missing."""
     files: list[Path] = []
     for module in CRD_MODULES:
-        files += sorted((module_dir(module) / "config" / "crd" / "bases").glob("*.yaml"))
+        bases = peers.module_dir("source-controller", module) / "config" / "crd" / "bases"
+        files += sorted(bases.glob("*.yaml"))
     if not files:
         raise FluxError("no CRDs found under config/crd/bases of the pinned Flux modules")
     return files
