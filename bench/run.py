@@ -455,13 +455,15 @@ def main() -> int:
     if min([N, *scale, settings.n]) < 100:
         out["smoke"] = True  # the report says so: sizes this small check the harness only
     try:
+        core_out: Results = {}
         if "core" in parts:
-            out.update(core(kube, tmp, N))
+            core_out = core(kube, tmp, N)
+            out.update(core_out)
         if "scale" in parts:
             out["scale"] = {}
             for n in scale:
                 if n == N and "core" in parts:
-                    out["scale"][str(n)] = {k: v for k, v in out.items() if k != "facts"}
+                    out["scale"][str(n)] = core_out
                     continue
                 print(f"bench: scale curve at N={n}", flush=True)
                 out["scale"][str(n)] = core(kube, tmp, n, scale_only=True)
