@@ -540,6 +540,33 @@ class Scenario:
         self.step += 1
         self.write(f"new{self.step}")
 
+    def new_app_alone(self) -> None:
+        """A new MyApp while every other one has its Deployment: the one Deployment to
+        create is checked with a GET (with two or more missing, a sync lists the
+        namespace instead). Earlier cases may have left MyApps without one."""
+        kube = self.install.kube
+        for file in sorted((self.repo / "apps").glob("*.yaml")):
+            if get(kube, "Deployment", self.namespace, file.stem) is None:
+                file.unlink()
+                myapp = resource_path("apps.example.com/v1", "myapps", self.namespace, file.stem)
+                delete_quietly(kube, myapp)
+        wait_until(
+            lambda: (
+                all(
+                    get(kube, "MyApp", self.namespace, f.stem) is not None
+                    for f in (self.repo / "apps").glob("*.yaml")
+                )
+                and len(
+                    kube.list(resource_path("apps.example.com/v1", "myapps", self.namespace))[
+                        "items"
+                    ]
+                )
+                == len(list((self.repo / "apps").glob("*.yaml")))
+            ),
+            what="MyApps without a Deployment gone",
+        )
+        self.new_app()
+
     def change_image(self) -> None:
         self.step += 1
         self.write("a", image=f"nginx:1.{30 + self.step}")
@@ -615,7 +642,7 @@ CASES: dict[tuple[str, str, str], Case] = {
     ("apps.example.com", "myapps/finalizers", "update"): Case(
         "sync", Scenario.new_app, forbidden="cannot set blockOwnerDeletion"
     ),
-    ("apps", "deployments", "get"): Case("sync", Scenario.new_app),
+    ("apps", "deployments", "get"): Case("sync", Scenario.new_app_alone),
     ("apps", "deployments", "list"): Case("run"),
     ("apps", "deployments", "watch"): Case("run"),
     ("apps", "deployments", "create"): Case("sync", Scenario.new_app),
