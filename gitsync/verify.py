@@ -316,7 +316,7 @@ def parse_ssh_line(line: str, default_principal: str) -> SshKey | str:
     if blob[4 : 4 + size].decode(errors="replace") != keytype:
         return f"the key's content is not a {keytype} key"
     if at == 0:
-        comment = tokens[2] if len(tokens) > 2 else ""
+        comment = " ".join(tokens[2:])
         principal = comment if _PRINCIPAL.fullmatch(comment) else default_principal
         return SshKey(principal, 'namespaces="git"', keytype, b64)
     options = " ".join(tokens[1:at]) or 'namespaces="git"'
