@@ -39,6 +39,7 @@ def test_signed_applies_unsigned_and_force_push_refused_previous_tree_stays(
 
     # an unsigned commit force-pushed over the signed one (a rewritten history)
     upstream.wgit("checkout", "--quiet", "--orphan", "evil")
+    upstream.wgit("rm", "-r", "--quiet", "--force", "--ignore-unmatch", ".")
     bad = commit(upstream, {"apps/a.yaml": "a: evil\n", "apps/b.yaml": "b: 1\n"}, None)
     e = refused(s)
     assert (e.reason, e.sha) == ("unsigned", bad)
