@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from gitsync.errors import ConfigError, VerificationError
@@ -236,7 +236,6 @@ class Verifier:
 
     keys: TrustedKeys
     mode: Mode = "commit"
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def check(self, git: GitCall, ref: str, remote_ref: str, commit: str, obj: str) -> str:
         """The good verdict in words, else :class:`VerificationError`. ``commit`` is the sha

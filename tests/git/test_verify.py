@@ -13,7 +13,7 @@ from gitsync.errors import ConfigError, VerificationError
 from gitsync.keyring import TrustedKeys, Verifier, verifier_of
 from gitsync.source import GitSource, open_source
 from tests.gitserver import Upstream
-from tests.signing import Signer, commit, keys_dir, tag
+from tests.signing import GpgSigner, Signer, commit, keys_dir, tag
 
 
 def source(url: str, cache: Path, keys: Path, ref: str = "main", mode: str = "commit") -> GitSource:
@@ -73,9 +73,14 @@ def test_untrusted_and_expired_keys_are_refused_naming_the_key(
     signer: str,
     reason: str,
     detail: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # trusted: alice and bob, and the expired key (trusted, but past its expiry)
     keys = keys_dir(tmp_path, signers["alice"], signers["bob"], signers["old"])
+    # gitsync's own environment names a keyring that trusts mallory (hers): never used
+    mallory = signers["mallory"]
+    assert isinstance(mallory, GpgSigner)
+    monkeypatch.setenv("GNUPGHOME", str(mallory.home))
     sha = commit(upstream, {"a.yaml": "a: 1\n"}, signers[signer])
     e = refused(source(git_daemon, cache_dir, keys))
     assert (e.reason, e.sha) == (reason, sha)

@@ -198,3 +198,16 @@ def test_ssh_key_lines() -> None:
     )
     assert "not valid base64" in str(parse_ssh_line("ssh-ed25519 !!!", "x"))
     assert "not a ssh-rsa key" in str(parse_ssh_line(f"ssh-rsa {b64}", "x"))
+
+
+def test_a_refused_commit_is_notified_as_a_failed_sync() -> None:
+    from gitsync.notification import from_event
+
+    cm = {"kind": "ConfigMap", "metadata": {"namespace": "gs", "name": "gitsync-status-x"}}
+    reason = f"commit {'ab' * 20} of main not applied: unsigned: the commit carries no signature"
+    (n,) = from_event(cm, "VerificationFailed", reason, "2026-12-03T00:00:00Z")
+    assert (n.event, n.subject, n.message) == (
+        "sync.failed",
+        "ConfigMap/gs/gitsync-status-x",
+        reason,
+    )
