@@ -415,6 +415,9 @@ class GitSource:
             "GIT_DIR": git_dir,
             "GIT_WORK_TREE": str(self._dir),
             "GIT_TRACE_REDACT": "1",
+            # refs/replace/ could make a checkout read another commit than the one named
+            # (and verified): objects are what their hashes say, nothing else
+            "GIT_NO_REPLACE_OBJECTS": "1",
             "GIT_SSH_COMMAND": _ssh_command(creds, self.timeout),
             # without a token, any credential prompt fails at once ("false" prints nothing)
             "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
