@@ -437,7 +437,10 @@ class Syncer:
         result.prune_skipped = "the commit is not trusted; nothing is pruned"
         if self.state is not None:
             last = self.state.last
-            result.revision = last.revision if last else self.state.read().get("revision", "")
+            try:
+                result.revision = last.revision if last else self.state.read().get("revision", "")
+            except APIError as e:  # the record below will fail alike, and say so
+                log.debug("cannot read the last revision: %s", e)
         self._record(result, start)
 
     def _record(self, result: SyncResult, start: float) -> None:
