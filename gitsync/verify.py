@@ -184,7 +184,7 @@ def parse_gpg_status(status: str, trusted: frozenset[str]) -> Verdict:
     if sum(1 for f in fields if f[0] == "NEWSIG") > 1:
         return no("unverifiable", "more than one signature (gitsync checks exactly one)")
     if "BADSIG" in seen:
-        return no("bad-signature", f"the signature by {key} does not match the content")
+        return no("bad-signature", f"the signature by OpenPGP key {key} does not match the content")
     if "ERRSIG" in seen:
         err = seen["ERRSIG"]
         if "NO_PUBKEY" in seen or (len(err) > 5 and err[5] == "9"):
