@@ -54,6 +54,23 @@ def test_signed_applies_unsigned_and_force_push_refused_previous_tree_stays(
     fixed = commit(upstream, {"apps/b.yaml": None, "apps/a.yaml": "a: 2\n"}, alice)
     assert s.fetch().sha == fixed
     assert (rev.dir / "apps" / "a.yaml").read_text() == "a: 2\n"
+    # gpg ran in gitsync's keyring and left nothing running there (no agent, no dirmngr)
+    assert s._verifier is not None
+    assert processes_using(s._verifier.keys.current().dir) == []
+
+
+def processes_using(directory: Path) -> list[str]:
+    """Command lines of running processes that name ``directory`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = Path(f"/proc/{entry}/environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue  # not a process, or gone meanwhile
+        if str(directory) in cmdline or str(directory) in environ:
+            found.append(f"{entry} {cmdline}")
+    return found
 
 
 @pytest.mark.parametrize(
