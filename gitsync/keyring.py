@@ -79,7 +79,6 @@ class Keyring:
             ("gpg.program", self.gpg),
             ("gpg.ssh.program", "ssh-keygen"),
             ("gpg.ssh.allowedSignersFile", str(self.allowed_signers)),
-            ("gpg.ssh.revocationFile", ""),
             ("gpg.x509.program", "false"),  # never reached: X.509 is refused before
         ]
 
