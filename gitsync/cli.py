@@ -2,8 +2,8 @@
 
 Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
 something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
-on failure; usage errors exit 2. Expected errors print one line, never a
-traceback.
+on failure (``sync``: 2 when --verify-commits refuses the commit); usage errors
+exit 2. Expected errors print one line, never a traceback.
 
 The option groups several commands share, and the error-to-exit-code wrapper, are in
 :mod:`gitsync.cli_options`; this module holds ``main`` (the console script) and the
@@ -53,6 +53,7 @@ from gitsync.cli_options import (
 )
 from gitsync.controller import Controller, ControllerConfig, foreign_deployment
 from gitsync.errors import APINotFoundError, ConfigError, one_line, printable
+from gitsync.keyring import verifier_of
 from gitsync.kube import Kube, resource_path
 from gitsync.kubeconfig import default_namespace
 from gitsync.notification import FORMATS
@@ -108,6 +109,7 @@ def _source(kw: dict[str, Any]) -> Any:
         credentials=creds,
         timeout=kw["git_timeout"],
         allow_insecure=kw["allow_insecure_git"],
+        verifier=verifier_of(kw),
     )
 
 
@@ -265,7 +267,8 @@ def sync(output: str, **kw: Any) -> None:
             "pruneSkipped": result.prune_skipped,
         }
         _emit(doc, output)
-    sys.exit(0 if result.ok else 1)
+    # an untrusted commit is an error of the source, as diff reports it: 2
+    sys.exit(2 if result.rejection else 0 if result.ok else 1)
 
 
 @main.command()

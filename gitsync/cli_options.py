@@ -159,12 +159,41 @@ def source_options(required: bool) -> Callable[[F], F]:
                     is_flag=True,
                     help="Allow plain git:// and http:// remotes.",
                 ),
+                *verify_options(),
             ]
         ):
             f = deco(f)
         return f
 
     return wrap
+
+
+def verify_options() -> list[Callable[[F], F]]:
+    """--verify-commits and its keys: an untrusted commit is never applied."""
+    return [
+        opt(
+            "--verify-commits",
+            env="VERIFY_COMMITS",
+            is_flag=True,
+            help="Apply only a commit signed by a trusted key (--trusted-keys); an "
+            "unsigned or untrusted one is refused, nothing pruned.",
+        ),
+        opt(
+            "--verify",
+            env="VERIFY",
+            type=click.Choice(["commit", "tag"]),
+            default=None,
+            help="What must be signed: the commit at the ref, or the annotated tag the "
+            "ref names (default: commit). Turns --verify-commits on.",
+        ),
+        opt(
+            "--trusted-keys",
+            env="TRUSTED_KEYS",
+            type=click.Path(path_type=Path),
+            help="OpenPGP public keys and SSH public keys (or allowed-signers lines): a "
+            "file, or a directory of them such as a mounted Secret.",
+        ),
+    ]
 
 
 def create_namespace_option(f: F) -> F:

@@ -227,6 +227,8 @@ class Daemon:
             m.set("gitsync_objects", result.count(action), action=action)
         if result.prune_skipped:
             m.inc("gitsync_prune_skipped_total")
+        if result.rejection is not None:
+            m.inc("gitsync_verification_failures_total", reason=result.rejection.reason)
         if result.ok:
             m.set("gitsync_last_success_timestamp_seconds", dt.datetime.now(dt.UTC).timestamp())
         log.info(

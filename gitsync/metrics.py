@@ -69,6 +69,7 @@ def standard() -> Metrics:
     m.describe("gitsync_git_fetch_duration_seconds", "summary", "Duration of the git fetch step.")
     m.describe("gitsync_objects", "gauge", "MyApps by action in the last sync pass.")
     m.describe("gitsync_prune_skipped_total", "counter", "Prunes skipped by a safety guard.")
+    m.describe("gitsync_verification_failures_total", "counter", "Commits refused, by reason.")
     m.describe("gitsync_api_requests_total", "counter", "API requests sent by gitsync, by verb.")
     m.describe("gitsync_leader", "gauge", "1 while this replica holds the leader Lease.")
     m.describe("gitsync_webhook_requests_total", "counter", "Webhook deliveries by result.")

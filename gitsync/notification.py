@@ -29,6 +29,7 @@ REASONS: Final[Mapping[str, EventKind]] = {
     # one MyApp that would not apply, and the pass as a whole
     "ApplyFailed": "sync.failed",
     "SyncFailed": "sync.failed",
+    "VerificationFailed": "sync.failed",  # --verify-commits refused the commit (its Event)
     # another gitsync instance holds the MyApp: never fought over, like another controller
     "OwnedByAnotherInstance": "conflict",
     "PruneSkipped": "prune.skipped",

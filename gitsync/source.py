@@ -19,14 +19,16 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gitsync.cache import check_private, private_dir, write_private_file
-from gitsync.errors import MAX_BODY, ConfigError, SourceError
+from gitsync.errors import MAX_BODY, ConfigError, SourceError, VerificationError
 from gitsync.giturl import INSECURE_SCHEMES, SCP_URL, SECURE_SCHEMES, check_url, redact_url
+from gitsync.keyring import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class Revision:
     ref: str
     sha: str
     dir: Path
+    #: with --verify-commits: the signature found good, in words
+    verified: str = ""
 
     def __str__(self) -> str:
         return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
@@ -128,6 +132,11 @@ def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | 
     """An existing local directory, or else a Git URL."""
     local = Path(repo).expanduser()
     if local.is_dir():
+        if kw.get("verifier") is not None:
+            # uncommitted files carry no signature: there is nothing to verify
+            raise ConfigError(
+                f"--verify-commits needs a Git URL, not the directory {repo} (file:// works)"
+            )
         return LocalSource(local)
     if "://" not in repo and not SCP_URL.fullmatch(repo):
         raise ConfigError(f"repository {redact_url(repo)!r} is neither a directory nor a URL")
@@ -150,6 +159,7 @@ class GitSource:
         credentials: Credentials = Credentials(),
         timeout: float = 60.0,
         allow_insecure: bool = False,
+        verifier: Verifier | None = None,
     ) -> None:
         check_url(url, allow_insecure)
         if not _REF.fullmatch(ref):
@@ -165,6 +175,9 @@ class GitSource:
         self._env = self._environment(allow_insecure)
         self._lock = threading.Lock()
         self._current: Revision | None = None
+        self._verifier = verifier
+        #: (commit, object) last refused by the verifier: not fetched again while it stays
+        self._rejected: tuple[str, str] | None = None
 
     @property
     def dir(self) -> Path:
@@ -185,23 +198,28 @@ class GitSource:
         with self._lock:
             self._ensure_repo()
             if _COMMIT.fullmatch(self.ref):
-                sha, remote_ref = self.ref.lower(), self.ref.lower()
+                sha = remote_ref = obj = self.ref.lower()
             else:
-                sha, remote_ref = self._ls_remote()
+                sha, remote_ref, obj = self._ls_remote()
             if self._current is not None and self._current.sha == sha:
                 return self._current
-            if self._head() != sha:
-                sha = self._fetch(remote_ref)
+            stale = self._head() != sha or (self._verifier is not None and not self._has(obj))
+            if stale and self._rejected != (sha, obj):
+                sha, obj = self._fetch(remote_ref)
+            # before the checkout, on the very objects (named by their hashes) it reads: a
+            # refused commit is never checked out, the previous tree stays
+            verified = self._verify(remote_ref, sha, obj)
             self._run("checkout", "--quiet", "--force", "--detach", sha)
             self._run("clean", "-ffdx", "--quiet")
-            self._current = Revision(ref=self.ref, sha=sha, dir=self._dir)
+            self._current = Revision(ref=self.ref, sha=sha, dir=self._dir, verified=verified)
             log.info("checked out %s from %s", self._current, self._where())
             return self._current
 
     # --- git calls -----------------------------------------------------------------------
 
-    def _ls_remote(self) -> tuple[str, str]:
-        """(commit sha, remote ref name); a branch wins over a tag, like ``clone --branch``."""
+    def _ls_remote(self) -> tuple[str, str, str]:
+        """(commit sha, remote ref name, the object it names: a tag object for an annotated
+        tag, else the commit); a branch wins over a tag, like ``clone --branch``."""
         if self.ref.startswith("refs/") or self.ref == "HEAD":
             names = [self.ref]
         else:
@@ -216,10 +234,11 @@ class GitSource:
             # an annotated tag: the peeled ^{} entry names the commit, the plain one the tag
             peeled = found.get(f"{name}^{{}}") or found.get(name)
             if peeled:
-                return peeled, name
+                return peeled, name, found.get(name) or peeled
         raise SourceError(f"ref {self.ref!r} not found in {redact_url(self.url)}")
 
-    def _fetch(self, remote_ref: str) -> str:
+    def _fetch(self, remote_ref: str) -> tuple[str, str]:
+        """(commit, the object the ref names) as fetched."""
         self.fetches += 1
         # --depth=1: one commit, whatever the history; "+": a force-pushed ref still moves
         self._run(
@@ -234,12 +253,29 @@ class GitSource:
             f"+{remote_ref}:{_FETCHED}",
         )
         sha = self._run("rev-parse", "--verify", f"{_FETCHED}^{{commit}}")
+        obj = self._run("rev-parse", "--verify", _FETCHED)
         if self.fetches % _TIDY_EVERY == 0:
             try:
                 self._run("gc", "--quiet", "--prune=now")
             except SourceError as e:  # housekeeping only: the checkout is still good
                 log.warning("git gc in %s failed: %s", self._dir, e)
-        return sha
+        return sha, obj
+
+    def _has(self, obj: str) -> bool:
+        return self._call(["cat-file", "-e", obj])[0] == 0
+
+    def _verify(self, remote_ref: str, sha: str, obj: str) -> str:
+        if self._verifier is None:
+            return ""
+        try:
+            verified = self._verifier.check(self._call, self.ref, remote_ref, sha, obj)
+        except VerificationError as e:
+            self._rejected = (sha, obj)
+            log.error("%s", e)
+            raise
+        self._rejected = None
+        log.info("%s", verified)
+        return verified
 
     def _check_token_file(self) -> None:
         # say so plainly, rather than through git's "unable to read askpass response"
@@ -254,17 +290,35 @@ class GitSource:
             return ""  # a fresh repository has no HEAD yet
 
     def _run(self, command: str, *args: str) -> str:
-        """One git call in the cache repository with our environment and timeout.
+        """One git call in the cache repository; its output, or :class:`SourceError`."""
+        code, out, err = self._call([command, *args])
+        if code != 0:
+            raise SourceError(self._describe(command, err))
+        return out.strip()
+
+    def _call(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        config: Sequence[tuple[str, str]] = (),
+    ) -> tuple[int, str, str]:
+        """One git call in the cache repository with our environment and timeout, plus
+        ``env`` and ``config`` (the verifier's GNUPGHOME and gpg settings, for that call
+        only): (exit code, stdout, stderr).
 
         A child process of its own session, so that a timeout kills git and its helpers
-        (``git-remote-https``, ``ssh``) together; umask 077, so that nothing git writes is
-        open to other users (and the next use's checks pass).
+        (``git-remote-https``, ``ssh``, ``gpg``) together; umask 077, so that nothing git
+        writes is open to other users (and the next use's checks pass).
         """
+        command = args[0]
+        full = {**self._env, **(env or {})}
+        if config:
+            _add_config(full, config)
         try:
             proc = subprocess.Popen(
-                ["git", command, *args],
+                ["git", *args],
                 cwd=self._dir,
-                env=self._env,
+                env=full,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -281,9 +335,7 @@ class GitSource:
             raise SourceError(
                 f"git {command} {self._where()}: timed out after {self.timeout:g}s"
             ) from None
-        if proc.returncode != 0:
-            raise SourceError(self._describe(command, err.decode(errors="replace")))
-        return out.decode(errors="replace").strip()
+        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
     def _describe(self, command: str, stderr: str) -> str:
         stderr = "; ".join(line.strip() for line in stderr.splitlines() if line.strip())
@@ -363,6 +415,9 @@ class GitSource:
             "GIT_DIR": git_dir,
             "GIT_WORK_TREE": str(self._dir),
             "GIT_TRACE_REDACT": "1",
+            # refs/replace/ could make a checkout read another commit than the one named
+            # (and verified): objects are what their hashes say, nothing else
+            "GIT_NO_REPLACE_OBJECTS": "1",
             "GIT_SSH_COMMAND": _ssh_command(creds, self.timeout),
             # without a token, any credential prompt fails at once ("false" prints nothing)
             "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
@@ -373,9 +428,8 @@ class GitSource:
             # a flag, not GIT_SSL_CAINFO from the environment: what git trusts is said
             # on purpose, never inherited
             forced.append(("http.sslCAInfo", str(creds.ca_file.absolute())))
-        env["GIT_CONFIG_COUNT"] = str(len(forced))
-        for i, (key, value) in enumerate(forced):
-            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+        env["GIT_CONFIG_COUNT"] = "0"
+        _add_config(env, forced)
         if creds.token_file is not None:
             # absolute, not resolved: a mounted Secret is a symlink into a timestamped
             # directory that Kubernetes replaces when the Secret rotates
@@ -383,6 +437,14 @@ class GitSource:
             env["GITSYNC_GIT_USERNAME"] = creds.username
             env["GITSYNC_GIT_HOST"] = urlsplit(self.url).netloc
         return env
+
+
+def _add_config(env: dict[str, str], pairs: Sequence[tuple[str, str]]) -> None:
+    """Append ``pairs`` to the command-line-level config in ``env`` (GIT_CONFIG_COUNT)."""
+    start = int(env.get("GIT_CONFIG_COUNT", "0"))
+    for i, (key, value) in enumerate(pairs, start):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
 
 
 def _ssh_command(creds: Credentials, timeout: float) -> str:

@@ -35,6 +35,10 @@ class SyncState:
     #: nothing leaves it, so steady state writes nothing here either
     last_change: str = ""
     prune_skipped: str = ""
+    #: --verify-commits: the applied commit's good signature, or why the tip was refused
+    verification: str = ""
+    #: --verify-commits: the commit (or tag) refused, while the ref names it
+    rejected: str = ""
 
     def data(self) -> dict[str, str]:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -129,7 +133,10 @@ class StateWriter:
             msg = f"sync {state.result.lower()} at {state.revision or 'no revision'}"
             if state.last_error:
                 msg += f": {state.last_error}"
-            self.events.emit(cm, kind, f"Sync{state.result}", msg)
+            if not state.rejected:  # a refused commit has an Event of its own, below
+                self.events.emit(cm, kind, f"Sync{state.result}", msg)
+        if state.rejected and (previous is None or previous.verification != state.verification):
+            self.events.emit(cm, "Warning", "VerificationFailed", state.verification)
         if state.prune_skipped and (
             previous is None or previous.prune_skipped != state.prune_skipped
         ):

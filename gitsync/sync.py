@@ -39,6 +39,7 @@ from gitsync.errors import (
     GitsyncError,
     OwnershipError,
     SourceError,
+    VerificationError,
 )
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
@@ -95,6 +96,10 @@ class SyncResult:
     objects: list[ObjectResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     prune_skipped: str | None = None
+    #: --verify-commits refused the commit at the ref: nothing of it was applied
+    rejection: VerificationError | None = None
+    #: --verify-commits: whose good signature the applied commit carries, or why refused
+    verification: str = ""
     fetch_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -185,6 +190,9 @@ class Syncer:
         result = SyncResult()
         try:
             rev = self.source.fetch()
+        except VerificationError as e:
+            self._reject(result, e, start)
+            return result
         except SourceError as e:
             result.errors.append(str(e))
             result.prune_skipped = "the fetch failed; nothing is pruned"
@@ -193,6 +201,7 @@ class Syncer:
             return result
         result.fetch_seconds = time.monotonic() - start
         result.revision = str(rev)
+        result.verification = rev.verified
         try:
             loaded = self._load(rev)
         except ConfigError as e:  # --path missing or outside the repository
@@ -419,6 +428,21 @@ class Syncer:
                 return
             self.cancel.wait(0.05)
 
+    def _reject(self, result: SyncResult, error: VerificationError, start: float) -> None:
+        """An untrusted commit: nothing applied, nothing pruned; the revision recorded
+        stays the one the cluster is still at."""
+        result.rejection = error
+        result.errors.append(str(error))
+        result.verification = str(error)
+        result.prune_skipped = "the commit is not trusted; nothing is pruned"
+        if self.state is not None:
+            last = self.state.last
+            try:
+                result.revision = last.revision if last else self.state.read().get("revision", "")
+            except APIError as e:  # the record below will fail alike, and say so
+                log.debug("cannot read the last revision: %s", e)
+        self._record(result, start)
+
     def _record(self, result: SyncResult, start: float) -> None:
         result.seconds = time.monotonic() - start
         if self.state is None:
@@ -444,5 +468,7 @@ class Syncer:
                 failed=result.count("failed") + len(result.errors),
                 last_change=result.summary() if changed else previous,
                 prune_skipped=result.prune_skipped or "",
+                verification=result.verification,
+                rejected=result.rejection.sha if result.rejection else "",
             )
         )

@@ -20,7 +20,7 @@ from gitsync.kube import Kube, resource_path
 ROOT = Path(__file__).resolve().parent.parent
 
 # git servers on loopback (git daemon, git http-backend) for the source and sync tests
-pytest_plugins = ["tests.gitserver"]
+pytest_plugins = ["tests.gitserver", "tests.signing"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
