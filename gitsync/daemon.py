@@ -66,6 +66,7 @@ class Daemon:
         self.options = options
         self.metrics = metrics or metricslib.standard()
         self.metrics.set("gitsync_leader", 0)
+        self.metrics.read_from("gitsync_api_requests_total", lambda: controller.kube.requests)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
@@ -242,10 +243,6 @@ class Daemon:
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 
-    def export_requests(self) -> None:
-        for verb, n in dict(self.controller.kube.requests).items():
-            self.metrics.set("gitsync_api_requests_total", n, verb=verb)
-
     # --- HTTP --------------------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
@@ -264,8 +261,7 @@ class Daemon:
         if request.path == "/readyz":
             ok = self.ready()
             return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")
-        self.export_requests()
-        return Response(200, self.metrics.render(), "text/plain; version=0.0.4")
+        return Response(200, self.metrics.render(), metricslib.CONTENT_TYPE)
 
     def _webhook(self, request: Request) -> Response:
         decision = self.receiver.receive(request.headers, request.body)
