@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Literal
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitsync import metrics as metricslib
@@ -32,6 +33,8 @@ from gitsync.ui import DriftPage
 
 log = logging.getLogger(__name__)
 JOB_ID = "sync"
+#: the executor of the sync job: one thread, so that passes run one after another
+SYNC_EXECUTOR = "sync"
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,10 @@ class Daemon:
         self.options = options
         self.metrics = metrics or metricslib.standard()
         self.metrics.set("gitsync_leader", 0)
+        self.metrics.read_from("gitsync_api_requests_total", lambda: controller.kube.requests)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
-        # a push that arrives while a sync runs must not be lost (APScheduler skips
-        # a run while one is in progress): the running sync goes round once more
-        self._again = threading.Event()
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
@@ -80,7 +81,9 @@ class Daemon:
             )
             controller.is_leader = self.leader.is_leader
             self.leader.on_sync_request = self.trigger
-        self.scheduler = BackgroundScheduler(timezone=dt.UTC)
+        self.scheduler = BackgroundScheduler(
+            timezone=dt.UTC, executors={SYNC_EXECUTOR: ThreadPoolExecutor(max_workers=1)}
+        )
         try:
             self.receiver = webhook.Receiver(
                 options.webhook_secret, options.webhook_rate, options.webhook_burst
@@ -113,19 +116,7 @@ class Daemon:
         threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
-        if self.syncer is not None:
-            self.scheduler.add_job(
-                self.sync_once,
-                "interval",
-                seconds=self.options.interval,
-                jitter=self.options.jitter,
-                id=JOB_ID,
-                max_instances=1,
-                coalesce=True,
-                misfire_grace_time=int(self.options.interval),
-                next_run_time=dt.datetime.now(dt.UTC),
-            )
-        self.scheduler.start()
+        self.schedule()
         if self.leader is not None:
             leader = self.leader
             threading.Thread(
@@ -157,11 +148,35 @@ class Daemon:
         if self.syncer is not None:
             self.syncer.cancel.set()
 
+    def schedule(self) -> None:
+        """Start the scheduler, with the sync job (first run now) when there is a source.
+
+        "Sync now" (:meth:`trigger`) moves the job's next run to now. A pass that runs
+        may have fetched before the push that asks, so the request must give one more
+        pass after it, never one alongside it: the job runs on an executor of one thread
+        (passes queue, never overlap) and may have two instances, the running pass and
+        one waiting. A request while one waits is that one's: APScheduler skips it
+        (logging "maximum number of running instances reached (2)").
+        """
+        if self.syncer is not None:
+            self.scheduler.add_job(
+                self.sync_once,
+                "interval",
+                seconds=self.options.interval,
+                jitter=self.options.jitter,
+                id=JOB_ID,
+                executor=SYNC_EXECUTOR,
+                max_instances=2,
+                coalesce=True,
+                misfire_grace_time=int(self.options.interval),
+                next_run_time=dt.datetime.now(dt.UTC),
+            )
+        self.scheduler.start()
+
     def trigger(self) -> None:
-        """Run the sync job now (webhook, SIGHUP)."""
+        """Run the sync job now (webhook, SIGHUP, a standby's request, leading)."""
         if self.syncer is None:
             return
-        self._again.set()
         try:
             self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
         except LookupError:
@@ -196,13 +211,7 @@ class Daemon:
     # --- the sync job ------------------------------------------------------------
 
     def sync_once(self) -> None:
-        self._again.set()
-        while self._again.is_set() and not self.stop_event.is_set():
-            self._again.clear()
-            self._sync_pass()
-
-    def _sync_pass(self) -> None:
-        if self.syncer is None or not self.is_leader():
+        if self.syncer is None or self.stop_event.is_set() or not self.is_leader():
             return
         if not self.controller.wait_synced(60):
             log.warning("caches not synced yet; sync postponed")
@@ -244,10 +253,6 @@ class Daemon:
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 
-    def export_requests(self) -> None:
-        for verb, n in dict(self.controller.kube.requests).items():
-            self.metrics.set("gitsync_api_requests_total", n, verb=verb)
-
     # --- HTTP --------------------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
@@ -266,8 +271,7 @@ class Daemon:
         if request.path == "/readyz":
             ok = self.ready()
             return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")
-        self.export_requests()
-        return Response(200, self.metrics.render(), "text/plain; version=0.0.4")
+        return Response(200, self.metrics.render(), metricslib.CONTENT_TYPE)
 
     def _webhook(self, request: Request) -> Response:
         decision = self.receiver.receive(request.headers, request.body)

@@ -17,7 +17,7 @@ from deepdiff.helper import CannotCompare, notpresent
 
 from gitsync.api import Obj
 from gitsync.drift import canonicalise, comparable, project
-from gitsync.managedfields import KEY_DEFAULTS, human_path, item_key, key_element
+from gitsync.managedfields import human_path, item_key, key_element
 
 _SERVER_METADATA: Final = (
     "managedFields",
@@ -27,8 +27,6 @@ _SERVER_METADATA: Final = (
     "creationTimestamp",
     "selfLink",
 )
-#: item keys tried in order; ports first, since a port may also carry a name
-_ITEM_KEYS: Final = (("containerPort", "protocol"), ("name",), ("uid",), ("type",))
 _ADDED: Final = ("dictionary_item_added", "iterable_item_added")
 _REMOVED: Final = ("dictionary_item_removed", "iterable_item_removed")
 _CHANGED: Final = ("values_changed", "type_changes")
@@ -86,16 +84,16 @@ def _change(report: str, level: Any) -> Change | None:
 
 
 def _same_item(x: Any, y: Any, level: Any = None) -> bool:
-    """Match list items by key (containers and env by name, ports by port), not index."""
-    if isinstance(x, dict) and isinstance(y, dict):
-        for fields in _ITEM_KEYS:
-            if fields[0] in x and fields[0] in y:
-                return all(_key_field(x, f) == _key_field(y, f) for f in fields)
-    raise CannotCompare()  # deepdiff then compares by index
-
-
-def _key_field(item: Obj, field: str) -> Any:
-    return item.get(field, KEY_DEFAULTS.get(field))
+    """Match the items of a keyed list by their key (``managedfields.LIST_KEYS``: the
+    table the API server's field ownership uses too), not by index. ``level`` is the
+    list's; its field name says which key."""
+    up = getattr(level, "up", None)
+    rel = None if up is None else (up.t2_child_rel or up.t1_child_rel)
+    field = "" if rel is None else str(rel.param)
+    key_x, key_y = item_key(field, x), item_key(field, y)
+    if key_x is None or key_y is None:
+        raise CannotCompare()  # deepdiff then compares by index
+    return key_x == key_y
 
 
 def _level_path(level: Any) -> str:

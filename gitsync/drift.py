@@ -11,12 +11,12 @@ controllers' fields, labels others add) and values equal after canonicalisation
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gitsync.api import DEFAULT_FORCE_MANAGERS, FIELD_MANAGER, Obj
+from gitsync.integers import as_integer
 from gitsync.managedfields import (
     ATOMIC_ITEMS,
     KEY_DEFAULTS,
@@ -32,12 +32,11 @@ from gitsync.managedfields import (
 )
 from gitsync.quantity import canonical_quantity
 
-#: integer fields that manifests may spell as digit strings
+#: integer fields: compared as the integers they stand for (gitsync.integers)
 INT_FIELDS: Final = frozenset({"replicas", "port", "containerPort"})
 #: the metadata gitsync sets and compares; the rest is identity or the server's
 COMPARED_METADATA: Final = ("labels", "annotations", "ownerReferences")
 _IGNORED_TOP: Final = frozenset({"apiVersion", "kind", "metadata", "status"})
-_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
 _ABSENT: Final[Any] = object()  # a live value that is not there (None is a value)
 
 
@@ -107,23 +106,24 @@ def _key_tuple(names: tuple[str, ...], item: Obj) -> tuple[Any, ...]:
 
 def _key_value(name: str, value: Any) -> Any:
     # "80" and 80 name the same port
-    if name in INT_FIELDS and isinstance(value, str) and _INT_TEXT.fullmatch(value):
-        return int(value)
-    return value
+    return _integer(value) if name in INT_FIELDS else value
+
+
+def _integer(value: Any) -> Any:
+    converted = as_integer(value)
+    return value if converted is None else converted
 
 
 def canonicalise(value: Any, key: str = "") -> Any:
-    """A copy with quantities under ``resources`` canonical and digit strings at
-    integer fields as ints. Invalid values stay as they are (they differ, visibly)."""
+    """A copy with quantities under ``resources`` canonical and values at integer fields
+    as the ints they stand for. Invalid values stay as they are (they differ, visibly)."""
     if isinstance(value, dict):
         if key == "resources":
             return {k: _quantities(v) if isinstance(v, dict) else v for k, v in value.items()}
         return {k: canonicalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [canonicalise(v, key) for v in value]
-    if key in INT_FIELDS and isinstance(value, str) and _INT_TEXT.fullmatch(value):
-        return int(value)
-    return value
+    return _integer(value) if key in INT_FIELDS else value
 
 
 def _quantities(quantities: Obj) -> Obj:

@@ -1,11 +1,13 @@
 """List+watch caches of plain JSON objects.
 
-Why not ``kubernetes.informer.SharedInformer``: it lists through a typed API
-method and reads ``resp.items`` (typed models decode ~14x slower than
+Why not ``kubernetes.informer.SharedInformer`` (kubernetes 37): it lists through a
+typed API method and reads ``resp.items`` (typed models decode ~14x slower than
 ``json.loads`` at 1000 Deployments, and ``CustomObjectsApi`` replies are dicts
-that do not fit it), asks for no watch bookmarks (so every reconnect relists),
-and puts no client-side timeout on its watch (a half-open connection hangs it
-for good). This one is small: list, then watch from the list's
+that do not fit it); it resumes a watch from the last resourceVersion but asks for
+no bookmarks, so on a quiet resource that version ages out and the resume ends in
+410 and a full relist; and it passes no client-side read timeout to its watch (a
+half-open connection hangs it for good), nor can it be given ``Kube``'s pool. This
+one is small: list, then watch from the list's
 resourceVersion with bookmarks and a server ``timeoutSeconds`` bounded by a
 client read timeout; 410 Gone (or any broken stream) relists.
 

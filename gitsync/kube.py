@@ -1,11 +1,12 @@
-"""The one seam to the Kubernetes API server: plain JSON over a urllib3 pool.
+"""The one seam to the Kubernetes API server: plain JSON over the kubernetes client's pool.
 
 The ``kubernetes`` package loads the configuration (:mod:`gitsync.kubeconfig`:
 kubeconfig, contexts, exec plugins, in-cluster service-account tokens with their
-refresh hook); requests go through a pool built from that configuration (its
-TLS settings and proxy) and replies are decoded with
-``json.loads`` into plain dicts. Typed models cost ~14x more to decode and are
-never needed on our paths (design §4).
+refresh hook), and its ``RESTClientObject`` holds the connections (TLS settings,
+tls-server-name, proxy and no_proxy, as that client applies them). Only its generated
+``ApiClient`` is left out: it would deserialize every reply into typed models, which
+cost ~14x more than ``json.loads`` into plain dicts and are never needed on our paths
+(design §4). So paths, query strings and bodies are built here, and replies decoded here.
 
 Every request has a timeout; every failure is mapped into gitsync's exception
 tree here (``APINotFoundError``, ``APIConflictError`` ...) and nowhere else. A
@@ -24,6 +25,8 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTResponse
 
 from gitsync import __version__
 from gitsync.api import Obj
@@ -40,7 +43,7 @@ from gitsync.errors import (
     APITimeoutError,
     APITooManyRequestsError,
 )
-from gitsync.kubeconfig import default_namespace, pool_manager, tls_problem
+from gitsync.kubeconfig import default_namespace, rest_client, tls_problem
 from gitsync.kubeconfig import load_configuration as load_configuration  # where callers look
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
@@ -68,7 +71,7 @@ def resource_path(
 
 
 class Kube:
-    """A small JSON client. Thread-safe (urllib3 pools are)."""
+    """A small JSON client. Thread-safe (its urllib3 pools are)."""
 
     def __init__(
         self,
@@ -83,7 +86,7 @@ class Kube:
         self.timeout = timeout
         #: the namespace of commands given no -n: the context's or the Pod's (kubectl's rule)
         self.namespace = namespace
-        self._pool = pool_manager(config, pool_size)
+        self._rest = rest_client(config, pool_size)
         self._lock = threading.Lock()
         #: requests sent, by verb (GET, LIST, WATCH, APPLY, PATCH, ...): for metrics and benchmarks
         self.requests: collections.Counter[str] = collections.Counter()
@@ -126,30 +129,39 @@ class Kube:
         url = self.host + path
         if params:
             url += "?" + urlencode({k: _param(v) for k, v in params.items()})
-        data = encode_body(body) if body is not None else None
-        if data is not None and content_type is None:
+        if body is not None and content_type is None:
             content_type = "application/json"
+        # an apply body goes as bytes, exactly as encode_body writes it (the server reads
+        # it as YAML); the client serializes a JSON body itself (json.dumps: the same
+        # values, escaped as ASCII, which JSON reads alike)
+        data: Obj | bytes | None = body
+        if body is not None and content_type == APPLY_PATCH:
+            data = encode_body(body)
         self._count(verb or method)
         try:
-            resp = self._pool.request(
+            resp: RESTResponse = self._rest.request(  # type: ignore[no-untyped-call]
                 method,
                 url,
-                body=data,
                 headers=self._headers(content_type),
-                timeout=urllib3.Timeout(total=timeout or self.timeout),
-                retries=False,
-                preload_content=True,
+                body=data,
+                _request_timeout=timeout or self.timeout,
             )
+        except (urllib3.exceptions.HTTPError, ApiException) as e:
+            raise self._transport_error(subject or path, f"{method} failed", e) from e
+        try:
+            reply: bytes = resp.read()  # type: ignore[no-untyped-call]
         except urllib3.exceptions.HTTPError as e:
             raise self._transport_error(subject or path, f"{method} failed", e) from e
+        finally:
+            resp.response.release_conn()
         if resp.status == 401:
             raise self._unauthorized(subject or path)
         if resp.status >= 400:
-            raise map_error(subject or path, resp.status, resp.data, resp.headers)
-        if not resp.data:
+            raise map_error(subject or path, resp.status, reply, resp.headers)
+        if not reply:
             return {}
         try:
-            result: Obj = json.loads(resp.data)
+            result: Obj = json.loads(reply)
         except ValueError as e:
             raise APIServerError(subject or path, "the API server sent invalid JSON") from e
         return result
@@ -168,16 +180,12 @@ class Kube:
             url += "?" + urlencode({k: _param(v) for k, v in params.items()})
         self._count("WATCH")
         try:
-            resp = self._pool.request(
-                "GET",
-                url,
-                headers=self._headers(None),
-                timeout=urllib3.Timeout(connect=10.0, read=read_timeout),
-                retries=False,
-                preload_content=False,
+            reply: RESTResponse = self._rest.request(  # type: ignore[no-untyped-call]
+                "GET", url, headers=self._headers(None), _request_timeout=(10.0, read_timeout)
             )
-        except urllib3.exceptions.HTTPError as e:
+        except (urllib3.exceptions.HTTPError, ApiException) as e:
             raise self._transport_error(subject or path, "watch failed", e) from e
+        resp = reply.response
         try:
             if resp.status == 401:
                 raise self._unauthorized(subject or path)
@@ -204,7 +212,8 @@ class Kube:
     def _transport_error(self, subject: str, what: str, e: Exception) -> APIError:
         """No reply. Temporary (a timeout, a refused connection), unless TLS says the
         configuration is wrong: the server's certificate is not trusted, ours is refused,
-        or a certificate file cannot be read. Those are permanent and say so."""
+        or a certificate file cannot be read. Those are permanent and say so. (The
+        client wraps a TLS failure in an ``ApiException``; the cause is kept.)"""
         problem = tls_problem(e)
         if problem:
             return APIConfigError(
@@ -265,7 +274,7 @@ class Kube:
         return self.request("DELETE", path, subject=subject, body=body)
 
     def close(self) -> None:
-        self._pool.clear()
+        self._rest.close()
 
 
 def _param(v: str | int | bool) -> str:

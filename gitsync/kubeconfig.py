@@ -6,19 +6,21 @@ not the network, is wrong.
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import should_bypass_proxies
+from kubernetes.client.rest import RESTClientObject, should_bypass_proxies
 from kubernetes.config.config_exception import ConfigException
 
 from gitsync.errors import ConfigError, one_line
@@ -140,42 +142,41 @@ def own_namespace() -> str | None:
         return None
 
 
-def pool_manager(config: k8s_client.Configuration, pool_size: int) -> urllib3.PoolManager:
-    """A pool with the configuration's TLS settings and, unless ``no_proxy`` names the
-    server, its proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY`` ...): the
-    rule of the ``kubernetes`` client that loaded the configuration."""
-    kw: dict[str, Any] = {
-        "num_pools": 4,
-        "maxsize": pool_size,
-        "cert_reqs": "CERT_REQUIRED" if config.verify_ssl else "CERT_NONE",
-        "ca_certs": config.ssl_ca_cert,
-        "cert_file": config.cert_file,
-        "key_file": config.key_file,
-        "assert_hostname": config.assert_hostname,
-        "server_hostname": config.tls_server_name,
-    }
-    proxy = config.proxy
-    if not proxy or should_bypass_proxies(config.host, no_proxy=config.no_proxy or ""):
-        return urllib3.PoolManager(**kw)
-    parts = urlsplit(proxy)
-    where = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    headers = dict(config.proxy_headers or {})
-    if parts.username is not None:  # credentials in proxy-url: Basic auth, as curl does
-        auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        headers |= urllib3.make_headers(proxy_basic_auth=auth)
-    if parts.scheme.lower().startswith("socks"):
-        try:
-            from urllib3.contrib.socks import SOCKSProxyManager
-        except ImportError:
-            raise ConfigError(
-                f"proxy {where}: a SOCKS proxy needs the PySocks package installed"
-            ) from None
-        return SOCKSProxyManager(proxy, **kw)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"proxy {where}: only http, https and socks proxies are supported")
-    return urllib3.ProxyManager(
-        proxy, proxy_headers=headers, proxy_ssl_context=config.proxy_ssl_context, **kw
-    )
+def rest_client(config: k8s_client.Configuration, pool_size: int) -> RESTClientObject:
+    """The ``kubernetes`` package's own connection pool (``RESTClientObject``): it applies
+    the configuration's TLS settings (CA file or data, client certificate, tls-server-name
+    as SNI) and proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY`` ..., unless
+    ``no_proxy`` names the server) as the client that loaded the configuration does.
+
+    On a copy of the configuration, gitsync's choices: ``pool_size`` connections; no
+    retries below ours (urllib3 would repeat a timed-out GET, so a call would outlast its
+    timeout; the callers retry: the 429 throttle, the informers' relists, the work
+    queue); credentials in the proxy URL sent as ``Proxy-Authorization``, as curl and
+    kubectl send them (the package leaves them out); and a proxy it cannot use is a
+    :class:`ConfigError` naming it, not an ImportError at the first request.
+    """
+    cfg = copy.copy(config)
+    cfg.connection_pool_maxsize = pool_size
+    cfg.retries = False
+    proxy = cfg.proxy
+    if proxy and not should_bypass_proxies(cfg.host, no_proxy=cfg.no_proxy or ""):
+        parts = urlsplit(proxy)
+        where = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+        scheme = parts.scheme.lower()
+        if scheme.startswith("socks"):
+            # (urllib3's SOCKS pool takes the credentials from the URL itself)
+            if importlib.util.find_spec("socks") is None:
+                raise ConfigError(
+                    f"proxy {where}: a SOCKS proxy needs the PySocks package installed"
+                )
+        elif scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"proxy {where}: only http, https and socks proxies are supported")
+        elif parts.username is not None:
+            auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            cfg.proxy_headers = dict(cfg.proxy_headers or {}) | urllib3.make_headers(
+                proxy_basic_auth=auth
+            )
+    return RESTClientObject(cfg)
 
 
 def tls_problem(e: BaseException) -> str:

@@ -1,9 +1,10 @@
 """Leader election on a ``coordination.k8s.io`` Lease: only the leader writes.
 
-Why not ``kubernetes.leaderelection``: its loop cannot be stopped (so SIGTERM
-cannot release the Lease, and a standby waits a whole lease duration), its
-LeaseLock talks through the global default client rather than ours, and it
-offers no cheap "am I still leader right now" check. This is the same
+Why not ``kubernetes.leaderelection`` (kubernetes 37): its ``run`` loops until the
+Lease is lost and takes no stop signal (so SIGTERM cannot release the Lease, and a
+standby waits a whole lease duration), its LeaseLock builds a ``CoordinationV1Api()``
+on the global default client rather than ours (our timeouts, our request counts),
+and it offers no cheap "am I still leader right now" check. This is the same
 protocol as client-go's: optimistic-concurrency updates of holderIdentity and
 renewTime, expiry judged by our own clock from when we last saw the record
 change (so clock skew between replicas does not matter).

@@ -54,8 +54,7 @@ def setup(fmt: str = "auto", level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # the libraries' own chatter is not ours to show at info
-    for noisy in ("urllib3", "kubernetes", "git"):
+    # (APScheduler's one warning of ours, "skipped: maximum number of running instances
+    # reached (2)", is a sync request that a pass already waiting covers: Daemon.schedule)
+    for noisy in ("urllib3", "kubernetes", "git", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # "skipped: maximum number of running instances reached" is by design: a pass
-    # longer than the interval is followed at once by another (see Daemon.trigger)
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)

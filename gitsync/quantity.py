@@ -14,6 +14,11 @@ This module mirrors ``k8s.io/apimachinery/pkg/api/resource`` (read, not copied):
   ``1.5`` -> ``1500m``); BinarySI below 1024 or with a fraction falls back to DecimalSI;
 - an input already in canonical form whose digits fit an int64 is kept *as written*
   (the parser caches the input string), which is why ``+1`` and ``0100m`` survive.
+
+Why not ``kubernetes.utils.parse_quantity``/``format_quantity``: they give a value and
+format one with the suffix the caller picks, but not the string the API server stores
+(its choice of suffix and format family, nano rounding, the kept input), which is what
+gitsync must produce for desired == stored.
 """
 
 from __future__ import annotations

@@ -9,19 +9,18 @@ an unchanged object is never written.
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any, Final
 
 from gitsync.api import API_VERSION, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj, subject
+from gitsync.integers import as_integer
 from gitsync.quantity import canonical_quantity
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
 CONTAINER_NAME: Final = "app"
 DEFAULT_REPLICAS: Final = 1
-#: spec fields the CRD types as integers; Git may spell them as strings ("3")
+#: spec fields the CRD types as integers (gitsync.integers says what stands for one)
 _INT_SPEC_FIELDS: Final = ("replicas", "port")
-_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -144,25 +143,16 @@ def _resources(resources: Obj, who: str) -> Obj:
 
 
 def _int(value: Any, who: str, field: str) -> int:
-    converted = _as_int(value)
-    if isinstance(converted, bool) or not isinstance(converted, int):
+    converted = as_integer(value)
+    if converted is None:
         raise ValueError(f"{who}: spec.{field} must be an integer, got {value!r}")
     return converted
-
-
-def _as_int(value: Any) -> Any:
-    """``value`` as an int when it spells one ("3", 3.0), else unchanged."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
-        return int(value)
-    return value
 
 
 def _int_fields(spec: Obj) -> Obj:
     for field in _INT_SPEC_FIELDS:
         if field in spec:
-            spec[field] = _as_int(spec[field])
+            converted = as_integer(spec[field])
+            # anything else is left for validation to refuse
+            spec[field] = spec[field] if converted is None else converted
     return spec

@@ -28,6 +28,7 @@ from gitsync.api import (
     Obj,
 )
 from gitsync.errors import plain_or_quote, quote
+from gitsync.integers import as_integer
 from gitsync.quantity import canonical_quantity
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -42,8 +43,6 @@ _SPEC_FIELDS = ("image", "replicas", "port", "env", "resources", "driftPolicy", 
 _INT32_MAX = 2**31 - 1
 _RESERVED = {"labels": (SOURCE_LABEL, MANAGED_BY_LABEL), "annotations": (SOURCE_PATH_ANNOTATION,)}
 
-# no integer field takes more digits than this; longer is refused before any conversion
-_MAX_INT_DIGITS = 20
 # nor does any quantity the API server accepts hold more characters than this
 _MAX_QUANTITY = 100
 
@@ -249,18 +248,13 @@ def _spec(spec: object, out: Problems) -> Obj | None:
 
 
 def _integer(value: object, low: int, high: int, path: FieldPath, out: Problems) -> object:
-    # the CRD says integer; "3" is what a quoted YAML scalar gives, and means 3 (a longer
-    # run of digits is out of range anyway, and int() of 5000 digits raises)
-    if (
-        isinstance(value, str)
-        and value.isascii()
-        and value.isdigit()
-        and len(value.lstrip("0")) <= _MAX_INT_DIGITS
-    ):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        out.append((path, f"must be an integer from {low} to {high}, found {_kind(value)}"))
-    return value
+    # the CRD says integer: gitsync.integers says what stands for one ("3", 3.0)
+    converted = as_integer(value)
+    if converted is None or not low <= converted <= high:
+        shown = value if converted is None else converted
+        out.append((path, f"must be an integer from {low} to {high}, found {_kind(shown)}"))
+        return value
+    return converted
 
 
 def _env(value: object, path: FieldPath, out: Problems) -> None:

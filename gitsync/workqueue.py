@@ -5,6 +5,11 @@ key is never processed by two workers at once; a key added while it is being
 processed is processed once more afterwards; a key added many times while
 waiting is processed once. Failed keys come back after an exponential,
 per-key delay; a success forgets the key's failures.
+
+Why not a library: the ``kubernetes`` package has none (client-go's is Go, and the
+Python client ships informers without a queue); a ``queue.Queue`` gives none of the
+three rules above, and APScheduler (which runs the sync job) has no per-key
+de-duplication or backoff.
 """
 
 from __future__ import annotations

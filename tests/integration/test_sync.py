@@ -325,7 +325,6 @@ def test_credentials_never_leak(
     # the same failing pass through the daemon, for its metrics
     daemon = Daemon(controller, bad, DaemonOptions(listen="127.0.0.1:0", leader_elect=False))
     daemon.sync_once()
-    daemon.export_requests()
     metrics = daemon.metrics.render()
     daemon.http.server_close()
     assert 'gitsync_sync_total{result="failure"} 1' in metrics

@@ -99,6 +99,20 @@ CHANGES: list[Any] = [
         id="port replaced: ours is added back",
     ),
     pytest.param(
+        edit(
+            lambda o: app(o)["ports"].insert(
+                0, {"containerPort": 9090, "protocol": "TCP", "name": "metrics"}
+            )
+        ),
+        [],
+        id="a port others added first: matched by port and protocol, not by index",
+    ),
+    pytest.param(
+        edit(lambda o: app(o)["ports"].insert(0, {"containerPort": 80, "protocol": "UDP"})),
+        [],
+        id="the same port number over UDP first: another item",
+    ),
+    pytest.param(
         edit(lambda o: o["spec"]["template"]["spec"]["containers"].insert(0, {"name": "side"})),
         [],
         id="a container others added first",
