@@ -13,7 +13,9 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from gitsync.api import FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync import failures
+from gitsync.api import FIELD_MANAGER, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.changeset import Change, ChangeSet
 from gitsync.errors import APIError, APINotFoundError
 from gitsync.events import EventRecorder, EventType
 from gitsync.instance import INSTANCE_LABEL, STATUS_PREFIX
@@ -38,6 +40,33 @@ class SyncState:
 
     def data(self) -> dict[str, str]:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
+    """What the ConfigMap says of a pass's change set."""
+    changed = any(changes.count(a) for a in ("created", "configured", "pruned"))
+    return SyncState(
+        revision=changes.revision,
+        result="Succeeded" if changes.ok else "Failed",
+        # the objects that failed too: their messages name them, and a refused or
+        # invalid MyApp is what someone reading the ConfigMap looks for
+        last_error=failures.summary(
+            changes.errors,
+            [_named(c) for c in changes.changes if c.action == "failed"],
+            len(changes.changes),
+        ),
+        managed=sum(
+            1 for c in changes.changes if c.action != "pruned" and c.subject.startswith(f"{KIND}/")
+        ),
+        failed=changes.failures(),
+        last_change=changes.summary() if changed else (previous.last_change if previous else ""),
+        prune_skipped=changes.prune_skipped or "",
+    )
+
+
+def _named(c: Change) -> str:
+    """The reason of a failed object, naming it when the reason does not already."""
+    return c.reason if c.subject in c.reason else f"{c.subject}: {c.reason}"
 
 
 def _camel(name: str) -> str:
@@ -88,6 +117,11 @@ class StateWriter:
     @property
     def last(self) -> SyncState | None:
         return self._last
+
+    def record_changes(self, changes: ChangeSet) -> None:
+        """Record a pass's change set (a pass that changed nothing keeps the last
+        change's summary, so steady state writes nothing)."""
+        self.record(state_of(changes, self.last))
 
     def record(self, state: SyncState) -> None:
         with self._lock:

@@ -3,7 +3,8 @@ and status (through the operator's reconcile) → guarded prune → sync state.
 
 A pass is complete on its own, so ``gitsync sync`` in a CI pipeline leaves the
 cluster finished without a daemon. Results are values: every object gets an
-action in the ``SyncResult``, which the CLI prints and the daemon exports.
+action in the pass's ``ChangeSet`` (:mod:`gitsync.changeset`), which the CLI prints,
+the sync state records and the daemon exports.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
-from gitsync import failures, manifests, prune
 from gitsync import instance as instancelib
+from gitsync import manifests
 from gitsync import namespaces as nslib
 from gitsync.api import (
     KIND,
@@ -30,6 +30,7 @@ from gitsync.api import (
     subject,
 )
 from gitsync.apply import path_of
+from gitsync.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
 from gitsync.controller import Controller
 from gitsync.errors import (
     APIConflictError,
@@ -42,7 +43,7 @@ from gitsync.errors import (
 )
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
-from gitsync.state import StateWriter, SyncState
+from gitsync.state import StateWriter
 from gitsync.status import SyncInfo, now
 from gitsync.throttle import Throttle
 
@@ -52,15 +53,6 @@ _PRUNE_ATTEMPTS = 3
 _CACHE_CATCH_UP_SECONDS = 2.0
 
 log = logging.getLogger(__name__)
-
-Action = Literal["created", "configured", "unchanged", "pruned", "failed"]
-
-
-@dataclass(frozen=True)
-class ObjectResult:
-    subject: str
-    action: Action
-    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,30 +79,6 @@ class SyncOptions:
     #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
     #: (measured at 300 MyApps: 8 → 10.9 s, 32 → 6.1 s, 64 → 5.8 s)
     concurrency: int = 32
-
-
-@dataclass
-class SyncResult:
-    revision: str = ""
-    objects: list[ObjectResult] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    prune_skipped: str | None = None
-    fetch_seconds: float = 0.0
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not any(o.action == "failed" for o in self.objects)
-
-    def count(self, action: Action) -> int:
-        return sum(1 for o in self.objects if o.action == action)
-
-    def summary(self) -> str:
-        parts = [f"{self.count(a)} {a}" for a in ("created", "configured", "unchanged", "pruned")]
-        failed = self.count("failed") + len(self.errors)
-        if failed:
-            parts.append(f"{failed} failed")
-        return ", ".join(parts)
 
 
 def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
@@ -150,11 +118,6 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     }
 
 
-def _named(o: ObjectResult) -> str:
-    """The message of a failed object, naming it when the message does not already."""
-    return o.message if o.subject in o.message else f"{o.subject}: {o.message}"
-
-
 class Syncer:
     def __init__(
         self,
@@ -179,10 +142,10 @@ class Syncer:
         #: MyApps of another instance this one refused, announced by an Event once
         self._refused: dict[str, str] = {}
 
-    def run(self) -> SyncResult:
+    def run(self) -> ChangeSet:
         start = time.monotonic()
         self._interrupted.clear()
-        result = SyncResult()
+        result = ChangeSet()
         try:
             rev = self.source.fetch()
         except SourceError as e:
@@ -211,13 +174,13 @@ class Syncer:
         missing = self._namespaces(desired, result)
         for key, message in sorted(missing.items()):
             ns, name = key.split("/", 1)
-            result.objects.append(ObjectResult(subject(KIND, ns, name), "failed", message))
+            result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
         todo = [app for key, app in desired.items() if key not in missing]
         self.controller.absent_deployments = self._absent_deployments(app.key for app in todo)
         try:
             with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
                 done = pool.map(lambda app: self._apply(app.key, app, info), todo)
-                result.objects.extend(o for o in done if o is not None)
+                result.changes.extend(o for o in done if o is not None)
         finally:
             # a proof of absence holds for this pass only
             self.controller.absent_deployments = frozenset()
@@ -274,7 +237,7 @@ class Syncer:
         return loaded
 
     def _namespaces(
-        self, desired: dict[str, manifests.DesiredApp], result: SyncResult
+        self, desired: dict[str, manifests.DesiredApp], result: ChangeSet
     ) -> dict[str, str]:
         """Why each MyApp that cannot be applied for want of a namespace is not; the
         namespaces created (when asked) are in ``result``."""
@@ -289,10 +252,10 @@ class Syncer:
             denied=o.denied_namespaces,
             field_manager=self.controller.settings.field_manager,
         )
-        result.objects.extend(ObjectResult(f"Namespace/{ns}", "created") for ns in created)
+        result.changes.extend(Change(f"Namespace/{ns}", "created") for ns in created)
         return missing
 
-    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> ObjectResult | None:
+    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> Change | None:
         if self.cancel.is_set() or not self.controller.is_leader():
             # shutting down, or no longer leader: finish the objects in flight, start
             # no more (the pass then counts as interrupted and prunes nothing)
@@ -312,10 +275,10 @@ class Syncer:
             )
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
-            return ObjectResult(who, "failed", str(e))
-        return ObjectResult(who, action)  # type: ignore[arg-type]
+            return Change(who, "failed", reason=str(e))
+        return Change(who, action)  # type: ignore[arg-type]
 
-    def _refuse_foreign(self, key: str, who: str) -> ObjectResult | None:
+    def _refuse_foreign(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by
         its MyApp is never taken over): the two instances would flap the MyApp between
         their revisions, and each would prune it when it left the other's Git.
@@ -334,31 +297,24 @@ class Syncer:
             # once per MyApp and owner, not on every poll
             self._refused[key] = other
             self.controller.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
-        return ObjectResult(who, "failed", str(error))
+        return Change(who, "failed", reason=str(error))
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
         return tracked_by(self.controller.myapps.items(), self.source_label)
 
     def _prune(
-        self, result: SyncResult, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
+        self, result: ChangeSet, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
     ) -> None:
-        plan = prune.plan_prune(
-            desired,
-            tracked,
-            enabled=self.options.prune,
-            manifests_ok=manifests_ok,
-            allow_empty=self.options.allow_empty,
-            max_fraction=self.options.prune_max_fraction,
-        )
-        if plan.skipped:
-            if set(tracked) - desired:  # a skip matters only when something would go
-                result.prune_skipped = plan.skipped
-                log.warning("prune skipped: %s", plan.skipped)
-            return
-        for key in plan.delete:
-            ns, name = key.split("/", 1)
-            who = subject(KIND, ns, name)
+        """Carry out the prune plan ``gitsync diff`` shows (:func:`plan_prune`)."""
+        o = self.options
+        guard = PruneGuard(o.prune, o.allow_empty, o.prune_max_fraction)
+        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok)
+        if planned.prune_skipped:
+            result.prune_skipped = planned.prune_skipped
+            log.warning("prune skipped: %s", planned.prune_skipped)
+        for change in planned.changes:
+            key, who = key_of_change(change), change.subject
             if self.cancel.is_set() or not self.controller.is_leader():
                 # checked before every delete, not once per pass: a replica deposed
                 # during the apply phase would otherwise delete what a newer leader,
@@ -371,11 +327,11 @@ class Syncer:
                 if not self._prune_one(key, tracked[key]["metadata"]["uid"]):
                     continue
             except APIError as e:
-                result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
+                result.changes.append(Change(who, "failed", reason=f"prune: {e}"))
                 continue
             # (no longer held to Git: run() let go of what left it before pruning)
             self.controller.sync_info.pop(key, None)
-            result.objects.append(ObjectResult(who, "pruned"))
+            result.changes.append(Change(who, "pruned"))
             self.controller.events.emit(
                 tracked[key], "Normal", "Pruned", f"{who} left Git; deleted"
             )
@@ -419,30 +375,7 @@ class Syncer:
                 return
             self.cancel.wait(0.05)
 
-    def _record(self, result: SyncResult, start: float) -> None:
+    def _record(self, result: ChangeSet, start: float) -> None:
         result.seconds = time.monotonic() - start
-        if self.state is None:
-            return
-        changed = any(result.count(a) for a in ("created", "configured", "pruned"))
-        previous = self.state.last.last_change if self.state.last else ""
-        self.state.record(
-            SyncState(
-                revision=result.revision,
-                result="Succeeded" if result.ok else "Failed",
-                # the objects that failed too: their messages name them, and a refused
-                # or invalid MyApp is what someone reading the ConfigMap looks for
-                last_error=failures.summary(
-                    result.errors,
-                    [_named(o) for o in result.objects if o.action == "failed"],
-                    len(result.objects),
-                ),
-                managed=sum(
-                    1
-                    for o in result.objects
-                    if o.action != "pruned" and o.subject.startswith(f"{KIND}/")
-                ),
-                failed=result.count("failed") + len(result.errors),
-                last_change=result.summary() if changed else previous,
-                prune_skipped=result.prune_skipped or "",
-            )
-        )
+        if self.state is not None:
+            self.state.record_changes(result)

@@ -86,7 +86,7 @@ def test_two_instances_on_one_repository_keep_to_their_own_myapps(
     wait_until(lambda: second.myapps.get(f"{namespace}/shared"), what="the watch to see shared")
     first = staging.run()
     assert actions(first) == {s: "created" for s in ("s1", "s2", "s3")} | {"shared": "failed"}
-    [refused] = [o.message for o in first.objects if o.action == "failed"]
+    [refused] = [o.reason for o in first.changes if o.action == "failed"]
     assert f"MyApp/{namespace}/shared" in refused and repr(prod.identity.name) in refused
     assert state_of(prod)["result"] == "Succeeded"
     assert repr(prod.identity.name) in state_of(staging)["lastError"]
