@@ -30,7 +30,7 @@ from typing import Literal
 
 from gitsync.api import Obj, key_of
 from gitsync.errors import APIError
-from gitsync.kube import Kube
+from gitsync.interfaces import ListWatcher
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Informer:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: ListWatcher,
         path: str,
         *,
         label_selector: str | None = None,

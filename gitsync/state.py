@@ -19,7 +19,8 @@ from gitsync.changeset import Change, ChangeSet
 from gitsync.errors import APIError, APINotFoundError
 from gitsync.events import EventRecorder, EventType
 from gitsync.instance import INSTANCE_LABEL, STATUS_PREFIX
-from gitsync.kube import Kube, resource_path
+from gitsync.interfaces import Client
+from gitsync.kube import resource_path
 from gitsync.status import now
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def _camel(name: str) -> str:
 class StateWriter:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         namespace: str,
         instance: str,
         *,
@@ -105,7 +106,7 @@ class StateWriter:
         return dict(cm.get("data") or {})
 
     @staticmethod
-    def read_all(kube: Kube, namespace: str) -> dict[str, dict[str, str]]:
+    def read_all(kube: Client, namespace: str) -> dict[str, dict[str, str]]:
         """The sync state of every instance in ``namespace``, by instance name."""
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL}"
         path = resource_path("v1", "configmaps", namespace)
