@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from gitsync import instance as instancelib
 from gitsync import manifests
@@ -31,7 +32,6 @@ from gitsync.api import (
 )
 from gitsync.apply import path_of
 from gitsync.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
-from gitsync.controller import Controller
 from gitsync.errors import (
     APIConflictError,
     APIError,
@@ -41,6 +41,8 @@ from gitsync.errors import (
     OwnershipError,
     SourceError,
 )
+from gitsync.interfaces import Client
+from gitsync.reconcile import Reconciler
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
 from gitsync.state import StateWriter
@@ -118,15 +120,31 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     }
 
 
+class Operator(Protocol):
+    """What a sync pass needs of the operator (a :class:`~gitsync.controller.Controller`):
+    its reconcile steps and caches, a client for what no cache holds, and whether this
+    replica leads."""
+
+    @property
+    def reconciler(self) -> Reconciler: ...
+
+    @property
+    def kube(self) -> Client: ...
+
+    @property
+    def is_leader(self) -> Callable[[], bool]: ...
+
+
 class Syncer:
     def __init__(
         self,
-        controller: Controller,
+        controller: Operator,
         source: Source,
         options: SyncOptions,
         state: StateWriter | None = None,
     ) -> None:
         self.controller = controller
+        self.reconciler = controller.reconciler
         self.source = source
         self.options = options
         self.state = state
@@ -138,7 +156,7 @@ class Syncer:
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
-        controller.foreign_owner = self.identity.owner_of
+        self.reconciler.foreign_owner = self.identity.owner_of
         #: MyApps of another instance this one refused, announced by an Event once
         self._refused: dict[str, str] = {}
 
@@ -176,14 +194,14 @@ class Syncer:
             ns, name = key.split("/", 1)
             result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
         todo = [app for key, app in desired.items() if key not in missing]
-        self.controller.absent_deployments = self._absent_deployments(app.key for app in todo)
+        self.reconciler.absent_deployments = self._absent_deployments(app.key for app in todo)
         try:
             with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
                 done = pool.map(lambda app: self._apply(app.key, app, info), todo)
                 result.changes.extend(o for o in done if o is not None)
         finally:
             # a proof of absence holds for this pass only
-            self.controller.absent_deployments = frozenset()
+            self.reconciler.absent_deployments = frozenset()
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
             result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
@@ -193,8 +211,8 @@ class Syncer:
         if loaded.ok:
             # what left Git is no longer held to Git (pruned or not); while a file is
             # broken, what it declared may be in it, so nothing is let go
-            for key in set(self.controller.git) - set(desired):
-                self.controller.git.pop(key, None)
+            for key in set(self.reconciler.git) - set(desired):
+                self.reconciler.git.pop(key, None)
         self._prune(result, set(desired), tracked, loaded.ok)
         self._record(result, start)
         return result
@@ -206,7 +224,7 @@ class Syncer:
         exists (it never takes over another's); the cache holds only ours, so that
         costs a GET per new MyApp: 1000 on a cold sync of 1000. Listed when more
         than one is missing, so steady state (nothing missing) still reads nothing."""
-        missing = [k for k in desired if self.controller.deployments.get(k) is None]
+        missing = [k for k in desired if self.reconciler.deployments.get(k) is None]
         if len(missing) < 2:
             return frozenset()
         absent: set[str] = set()
@@ -245,12 +263,12 @@ class Syncer:
         missing, created = nslib.ensure(
             self.controller.kube,
             desired,
-            {k for k in desired if self.controller.myapps.get(k) is not None},
+            {k for k in desired if self.reconciler.myapps.get(k) is not None},
             create=o.create_namespace,
             instance=self.identity.name,
             allowed=o.allowed_namespaces,
             denied=o.denied_namespaces,
-            field_manager=self.controller.settings.field_manager,
+            field_manager=self.reconciler.settings.field_manager,
         )
         result.changes.extend(Change(f"Namespace/{ns}", "created") for ns in created)
         return missing
@@ -269,7 +287,7 @@ class Syncer:
         body = myapp_body(app, self.source_label)
         try:
             action = self.throttle.call(
-                lambda: self.controller.apply_from_git(
+                lambda: self.reconciler.apply_from_git(
                     key, body, SyncInfo(info.revision, app.file, info.time)
                 )
             )
@@ -286,7 +304,7 @@ class Syncer:
         Read from the informer cache, which holds every MyApp it watches (no label
         selector): one absent from it was absent when the watch last spoke, so a create
         can take over only one made by another instance within the watch's latency."""
-        live = self.controller.myapps.get(key)
+        live = self.reconciler.myapps.get(key)
         other = self.identity.owner_of(live)
         if live is None or other is None:
             self._refused.pop(key, None)
@@ -296,12 +314,12 @@ class Syncer:
         if self._refused.get(key) != other:
             # once per MyApp and owner, not on every poll
             self._refused[key] = other
-            self.controller.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
+            self.reconciler.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
         return Change(who, "failed", reason=str(error))
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
-        return tracked_by(self.controller.myapps.items(), self.source_label)
+        return tracked_by(self.reconciler.myapps.items(), self.source_label)
 
     def _prune(
         self, result: ChangeSet, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
@@ -330,9 +348,9 @@ class Syncer:
                 result.changes.append(Change(who, "failed", reason=f"prune: {e}"))
                 continue
             # (no longer held to Git: run() let go of what left it before pruning)
-            self.controller.sync_info.pop(key, None)
+            self.reconciler.sync_info.pop(key, None)
             result.changes.append(Change(who, "pruned"))
-            self.controller.events.emit(
+            self.reconciler.events.emit(
                 tracked[key], "Normal", "Pruned", f"{who} left Git; deleted"
             )
             log.info("pruned", extra={"key": key})
@@ -344,7 +362,7 @@ class Syncer:
         often a status write the cache has not seen yet: judged again once it has."""
         ns, name = key.split("/", 1)
         for _ in range(_PRUNE_ATTEMPTS):
-            obj = self.controller.myapps.get(key)
+            obj = self.reconciler.myapps.get(key)
             meta = obj["metadata"] if obj is not None else {}
             if (
                 obj is None
@@ -356,7 +374,7 @@ class Syncer:
                 return False  # the caller stops the prune before the next key
             version = meta.get("resourceVersion")
             try:
-                self.controller.applier.delete(KIND, ns, name, uid, version)
+                self.reconciler.writer.delete(KIND, ns, name, uid, version)
                 return True
             except APINotFoundError:
                 return False  # deleted meanwhile: what prune wanted
@@ -370,7 +388,7 @@ class Syncer:
         version of ``key`` than ``version``."""
         deadline = time.monotonic() + _CACHE_CATCH_UP_SECONDS
         while time.monotonic() < deadline and not self.cancel.is_set():
-            obj = self.controller.myapps.get(key)
+            obj = self.reconciler.myapps.get(key)
             if obj is None or obj["metadata"].get("resourceVersion") != version:
                 return
             self.cancel.wait(0.05)

@@ -10,10 +10,9 @@ from typing import Any, cast
 
 from gitsync.api import SOURCE_LABEL
 from gitsync.changeset import ChangeSet
-from gitsync.controller import Controller
 from gitsync.errors import APIConflictError
 from gitsync.source import Source
-from gitsync.sync import Syncer, SyncOptions
+from gitsync.sync import Operator, Syncer, SyncOptions
 
 
 @dataclass
@@ -57,16 +56,12 @@ def tracking(s: Syncer, gone: str) -> dict[str, dict[str, Any]]:
 
 
 def syncer(api: FakeAPI) -> Syncer:
-    controller = SimpleNamespace(
-        myapps=api.cache,
-        applier=api,
-        is_leader=lambda: api.leader,
-        foreign_owner=None,
-        sync_info={},
-        events=api,
+    reconciler = SimpleNamespace(
+        myapps=api.cache, writer=api, foreign_owner=None, sync_info={}, events=api
     )
+    controller = SimpleNamespace(reconciler=reconciler, is_leader=lambda: api.leader)
     options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
-    return Syncer(cast(Controller, controller), cast(Source, SimpleNamespace()), options)
+    return Syncer(cast(Operator, controller), cast(Source, SimpleNamespace()), options)
 
 
 def test_a_status_write_the_cache_has_not_seen_delays_the_prune_but_does_not_stop_it() -> None:
