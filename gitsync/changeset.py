@@ -1,23 +1,32 @@
-"""A pass's plan as values: one ``Change`` per object and per finding, in a ``ChangeSet``.
+"""A pass as values: one ``Change`` per object and per finding, in a ``ChangeSet``.
 
-Each object gets one action, what a sync does to it: ``created``, ``configured``,
-``unchanged`` or ``pruned`` (``failed`` when it cannot even be rendered). What a
-sync leaves standing is a separate change of its own, never "configured":
-``drifted`` (changed by hand, left under policy ``report`` or held by suspend) and
-``conflict`` (owned by another controller). ``gitsync diff`` prints the set; only
-the writes make it exit 1.
+The one result type of gitsync: ``gitsync diff`` builds a set from the plan (what a
+sync would do), a sync pass from what it did, both through the same planner
+(:func:`gitsync.plan.decide` for each object, :func:`plan_prune` for what leaves).
+The CLI prints a set, the sync state ConfigMap records it, the daemon exports its
+counts as metrics.
+
+Each object gets one action, what a sync does to it (kubectl's and Flux's words):
+``created``, ``configured``, ``unchanged`` or ``pruned``; ``failed`` when it cannot
+be rendered, applied or deleted. What a sync leaves standing is a separate change
+of its own, never "configured": ``drifted`` (changed by hand, left under policy
+``report`` or held by suspend) and ``conflict`` (owned by another controller).
+A prune the guards refuse is no object's action: the set's ``prune_skipped`` says
+why nothing is pruned. Only the writes make ``gitsync diff`` exit 1.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from gitsync import diff as difflib
 from gitsync import drift as driftlib
+from gitsync import prune as prunelib
 from gitsync.api import APPLIED_ANNOTATION, KIND, Obj, subject
+from gitsync.errors import VerificationError
 from gitsync.managedfields import human_path
 from gitsync.namespaces import NamespacePlan
 from gitsync.plan import Settings, Step, plan_app, put, value_at, without
@@ -64,10 +73,32 @@ class Change:
 
 @dataclass
 class ChangeSet:
+    """The changes of one pass (or its preview), and what the pass as a whole met:
+    the revision, errors that belong to no object (a fetch, a manifest), why the prune
+    was skipped, and how long it took."""
+
     changes: list[Change] = field(default_factory=list)
+    revision: str = ""
+    errors: list[str] = field(default_factory=list)
+    #: why nothing (or not the rest) is pruned; None when the prune went ahead
+    prune_skipped: str | None = None
+    #: --verify-commits refused the commit at the ref: nothing of it was applied
+    rejection: VerificationError | None = None
+    #: --verify-commits: whose good signature the applied commit carries, or why refused
+    verification: str = ""
+    fetch_seconds: float = 0.0
+    seconds: float = 0.0
 
     def count(self, action: Action) -> int:
         return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.failed
+
+    def failures(self) -> int:
+        """Objects that failed and errors of the pass itself."""
+        return self.count("failed") + len(self.errors)
 
     @property
     def writes(self) -> bool:
@@ -90,22 +121,71 @@ class ChangeSet:
 
     def summary(self) -> str:
         text = ", ".join(f"{self.count(a)} {a}" for a in OBJECT_ACTIONS)
-        extra = [f"{self.count(a)} {a}" for a in ("failed", "drifted", "conflict") if self.count(a)]
+        extra = [f"{self.failures()} failed"] if self.failures() else []
+        extra += [f"{self.count(a)} {a}" for a in ("drifted", "conflict") if self.count(a)]
         return text + (f"; {', '.join(extra)}" if extra else "")
+
+
+@dataclass(frozen=True)
+class PruneGuard:
+    """The prune flags of ``gitsync sync``, ``diff`` and ``run`` (design §5)."""
+
+    enabled: bool = True
+    allow_empty: bool = False
+    max_fraction: float = 0.5
+
+
+def plan_prune(
+    desired: Collection[str],
+    tracked: Mapping[str, Obj],
+    guard: PruneGuard = PruneGuard(),
+    *,
+    manifests_ok: bool = True,
+) -> ChangeSet:
+    """The prune plan of a pass: a ``pruned`` change per tracked MyApp (by key, live)
+    that Git no longer declares, or none and the guard's reason. A skip is reported
+    only when something would go: a guard that holds back nothing is no news."""
+    p = prunelib.plan_prune(
+        desired,
+        tracked,
+        enabled=guard.enabled,
+        manifests_ok=manifests_ok,
+        allow_empty=guard.allow_empty,
+        max_fraction=guard.max_fraction,
+    )
+    out = ChangeSet()
+    if p.skipped:
+        out.prune_skipped = p.skipped if set(tracked) - set(desired) else None
+        return out
+    for key in p.delete:
+        ns, name = key.split("/", 1)
+        gone = difflib.strip_server_fields(tracked[key])
+        out.changes.append(Change(subject(KIND, ns, name), "pruned", reason=REMOVED, live=gone))
+    return out
+
+
+#: why a MyApp is pruned
+REMOVED: Final = "removed from Git"
+
+
+def key_of_change(change: Change) -> str:
+    """``namespace/name`` of a namespaced object's change (``Kind/namespace/name``)."""
+    return change.subject.split("/", 1)[1]
 
 
 def plan(
     desired: dict[str, Obj],
     myapps: dict[str, Obj],
     deployments: dict[str, Obj],
-    prune: Iterable[str] = (),
+    prune: ChangeSet | None = None,
     settings: Settings = DEFAULT_SETTINGS,
     namespaces: NamespacePlan = NO_NAMESPACES,
 ) -> ChangeSet:
     """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
-    ``myapps``/``deployments``: live, by key; ``prune``: keys the prune guard lets go;
-    ``namespaces``: what the pass does about namespaces that do not exist."""
-    out = ChangeSet()
+    ``myapps``/``deployments``: live, by key; ``prune``: the prune plan
+    (:func:`plan_prune`); ``namespaces``: what the pass does about namespaces that do
+    not exist."""
+    out = ChangeSet(prune_skipped=prune.prune_skipped if prune is not None else None)
     for body in namespaces.bodies():
         out.changes.append(Change(f"Namespace/{body['metadata']['name']}", "created", desired=body))
     for key in sorted(desired):
@@ -122,13 +202,8 @@ def plan(
             continue
         for step in steps:
             out.changes.extend(changes_of(step))
-    for key in prune:
-        ns, name = key.split("/", 1)
-        live = myapps.get(key)
-        gone = difflib.strip_server_fields(live) if live is not None else None
-        out.changes.append(
-            Change(subject(KIND, ns, name), "pruned", reason="removed from Git", live=gone)
-        )
+    if prune is not None:
+        out.changes.extend(prune.changes)
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import click
 import yaml
 
-from gitsync import __version__, kubeconfig, logs, manifests, prune
+from gitsync import __version__, kubeconfig, logs, manifests
 from gitsync import diff as difflib
 from gitsync import instance as instancelib
 from gitsync import metrics as metricslib
@@ -36,7 +36,7 @@ from gitsync.api import (
 )
 from gitsync.apply import path_of
 from gitsync.cache import default_cache_dir
-from gitsync.changeset import Change, ChangeSet, plan
+from gitsync.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.cli_blame import blame_command
 from gitsync.cli_options import (
     NAMESPACE_DEFAULT,
@@ -250,9 +250,9 @@ def sync(output: str, **kw: Any) -> None:
         fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
     result = _syncer(kw, controller).run()
     if output == "text":
-        for o in result.objects:
-            if o.action != "unchanged":
-                click.echo(f"{o.subject} {o.action}" + (f": {o.message}" if o.message else ""))
+        for c in result.changes:
+            if c.action != "unchanged":
+                click.echo(f"{c.subject} {c.action}" + (f": {c.reason}" if c.reason else ""))
         for e in result.errors:
             click.echo(f"error: {e}", err=True)
         if result.prune_skipped:
@@ -262,7 +262,10 @@ def sync(output: str, **kw: Any) -> None:
         doc = {
             "revision": result.revision,
             "ok": result.ok,
-            "objects": [o.__dict__ for o in result.objects],
+            "objects": [
+                {"subject": c.subject, "action": c.action, "message": c.reason}
+                for c in result.changes
+            ],
             "errors": result.errors,
             "pruneSkipped": result.prune_skipped,
         }
@@ -481,16 +484,9 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
     for key, other in sorted(refused.items()):
         click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
-    tracked = tracked_by(myapps.values(), label)
-    # the same guards as a sync, so the preview says what the sync will do
-    pplan = prune.plan_prune(
-        desired,
-        tracked,
-        enabled=kw["prune"],
-        manifests_ok=loaded.ok,
-        allow_empty=kw["allow_empty"],
-        max_fraction=kw["prune_max_fraction"],
-    )
+    # the prune plan a sync carries out, guards and all
+    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
+    pruning = plan_prune(desired, tracked_by(myapps.values(), label), guard, manifests_ok=loaded.ok)
     settings = Settings(
         default_policy=kw["drift_policy"],
         force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
@@ -507,9 +503,10 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         allowed=_allowed(kw),
         denied=_denied(kw),
     )
-    changes = plan(applied, myapps, deployments, pplan.delete, settings, namespaces)
+    changes = plan(applied, myapps, deployments, pruning, settings, namespaces)
+    changes.revision = revision
     _refuse_foreign_deployments(kube, changes, myapps)
-    skipped = pplan.skipped if pplan.skipped and set(tracked) - set(desired) else None
+    skipped = changes.prune_skipped
     if output == "text":
         _print_diff(changes, sys.stdout.isatty() if color is None else color)
         if skipped:

@@ -1,10 +1,10 @@
-"""The MyApp operator: informers on MyApps and their Deployments, one work queue,
-N workers, and a level-based, idempotent ``reconcile(key)``.
+"""The MyApp operator's loop: informers on MyApps and their Deployments, one work
+queue, N workers, and per-key locks (in :class:`~gitsync.reconcile.Reconciler`).
 
-reconcile: the MyApp against Git (when a source is configured), its rendered
-Deployment against the live one (``converge``: no write when equal), then the
-status (written only when it changed). Every read comes from the informer
-caches; the only requests in steady state are the watches.
+What one reconcile does is in :mod:`gitsync.reconcile`; this module wires the real
+client to it and schedules keys: a watch event enqueues the key, a worker takes it
+and turns the reconcile's :class:`~gitsync.reconcile.Result` into the queue's
+requeue-after, backoff or forget.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gitsync import drift as driftlib
 from gitsync import status as statuslib
 from gitsync.api import (
     DEFAULT_FORCE_MANAGERS,
@@ -28,15 +27,14 @@ from gitsync.api import (
     key_of,
 )
 from gitsync.apply import Applier, path_of
-from gitsync.converge import Outcome, converge
-from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.events import EventRecorder
 from gitsync.informer import Informer
-from gitsync.keylock import KeyLocks
 from gitsync.kube import Kube, resource_path
-from gitsync.plan import Policy, Settings, policy_for
-from gitsync.render import render
+from gitsync.plan import Settings
+from gitsync.reconcile import Reconciler, Result, foreign_deployment
 from gitsync.workqueue import WorkQueue
+
+__all__ = ["Controller", "ControllerConfig", "Result", "foreign_deployment"]
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +46,6 @@ class ControllerConfig:
     force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
     field_manager: str = FIELD_MANAGER
     namespace: str | None = None  # None: all namespaces
-
-
-def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | None:
-    """Why ``deployment`` (found where MyApp ``key``'s would go) is not gitsync's to
-    take over, or None when that MyApp owns it (``myapp`` None: not created yet)."""
-    uid = (myapp or {}).get("metadata", {}).get("uid")
-    refs = deployment.get("metadata", {}).get("ownerReferences") or []
-    if uid and any(r.get("controller") and r.get("uid") == uid for r in refs):
-        return None
-    return (
-        f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
-        "gitsync does not take it over (rename the MyApp or remove the Deployment)"
-    )
 
 
 class Controller:
@@ -75,7 +60,6 @@ class Controller:
         self.kube = kube
         self.config = config
         self.applier = Applier(kube, config.field_manager)
-        #: the policy inputs ``gitsync diff`` plans with too
         self.settings = Settings(config.default_policy, config.force_managers, config.field_manager)
         self.events = events or EventRecorder(kube)
         self.is_leader = is_leader
@@ -88,31 +72,36 @@ class Controller:
             label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
             name="deployments",
         )
-        #: MyApps as Git declares them (apply bodies), set by the sync loop
-        self.git: dict[str, Obj] = {}
-        #: the other gitsync instance a live MyApp belongs to, if any (set by the sync
-        #: loop): such a MyApp is not held to this instance's Git
-        self.foreign_owner: Callable[[Obj | None], str | None] = lambda _obj: None
-        #: the sync loop's last word on each MyApp; every status write carries it, so a
-        #: reconcile that starts from a cache older than the last sync cannot drop it
-        self.sync_info: dict[str, statuslib.SyncInfo] = {}
-        #: Deployments a sync pass has just listed as absent (Syncer: one LIST per
-        #: namespace instead of one GET per new MyApp); emptied when the pass ends
-        self.absent_deployments: frozenset[str] = frozenset()
-        self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
+        self.reconciler = Reconciler(
+            self.myapps, self.deployments, kube, self.applier, self.events, self.settings
+        )
+        #: (the reconciler's, shared: the sync loop fills them)
+        self.git: dict[str, Obj] = self.reconciler.git
+        self.sync_info: dict[str, statuslib.SyncInfo] = self.reconciler.sync_info
         self._threads: list[threading.Thread] = []
-        # the sync pass reconciles outside the queue: one key is never reconciled twice at once
-        self._key_locks = KeyLocks()
-        self._last_error: dict[str, str] = {}
-        self.reconciles = 0
         self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj)))
         self.deployments.add_handler(self._on_deployment)
+
+    @property
+    def reconciles(self) -> int:
+        return self.reconciler.reconciles
+
+    def reconcile(self, key: str) -> Result:
+        return self.reconciler.reconcile(key)
+
+    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
+        return self.reconciler.apply_from_git(key, body, sync)
 
     # --- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
         self.myapps.start()
         self.deployments.start()
+        self.start_workers()
+
+    def start_workers(self) -> None:
+        # while workers run, a Deployment a sync pass creates is theirs to report on
+        self.reconciler.handoff = self.queue.add
         for i in range(self.config.workers):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             t.start()
@@ -163,247 +152,19 @@ class Controller:
         if not self.is_leader():
             return  # a standby keeps its caches warm and writes nothing
         try:
-            self.reconcile(key)
-        except APITooManyRequestsError as e:
-            self.queue.add_after(key, e.retry_after)
-        except GitsyncError as e:
-            delay = self.queue.add_rate_limited(key)
-            log.warning("reconcile failed: %s; retry in %.1fs", e, delay, extra={"key": key})
+            result = self.reconciler.reconcile(key)
         except Exception:
             # a bug must not end the worker (the operator would stop without a word)
             delay = self.queue.add_rate_limited(key)
             log.exception("reconcile crashed; retry in %.1fs", delay, extra={"key": key})
+            return
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+        elif result.retry:
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "reconcile failed: %s; retry in %.1fs", result.error, delay, extra={"key": key}
+            )
         else:
+            # done, or failed for good (recorded in status): a change brings it back
             self.queue.forget(key)
-
-    # --- reconcile -------------------------------------------------------------
-
-    def reconcile(
-        self, key: str, sync: statuslib.SyncInfo | None = None, *, strict: bool = False
-    ) -> Outcome | None:
-        """Level-based: reads the caches, writes only what differs.
-
-        A permanent failure to apply the Deployment is recorded in status and an
-        Event; with ``strict`` it is raised too."""
-        with self._key_locks.hold(key):
-            myapp = self.myapps.get(key)
-            if myapp is None or myapp["metadata"].get("deletionTimestamp"):
-                self._forget(key)
-                return None  # the garbage collector takes the Deployment
-            converged, items, _ = self._converge_myapp(key, myapp)
-            return self._reconcile(key, converged or myapp, items, sync, strict)
-
-    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
-        """A sync pass's step for one MyApp: the MyApp as Git declares it, then its
-        Deployment and status. Returns what happened to the MyApp; raises when the
-        MyApp or its Deployment cannot be applied."""
-        with self._key_locks.hold(key):
-            self.git[key] = body
-            try:
-                myapp, items, action = self._converge_myapp(key, self.myapps.get(key))
-                assert myapp is not None  # converge created it
-                # the revision a MyApp reports is the one that last changed it
-                sync = statuslib.source_for(action != "unchanged", myapp, sync)
-                self._reconcile(key, myapp, items, sync, strict=True)
-            except APITooManyRequestsError:
-                raise  # not a failure of this revision: the pass waits and tries again
-            except (GitsyncError, ValueError) as e:
-                self._sync_failed(key, sync, str(e))
-                raise
-            return action
-
-    def _sync_failed(self, key: str, sync: statuslib.SyncInfo, error: str) -> None:
-        """Synced=False on the MyApp (when it exists) says this revision did not apply."""
-        failed = statuslib.SyncInfo(sync.revision, sync.path, sync.time, ok=False, message=error)
-        self.sync_info[key] = failed
-        live = self.myapps.get(key)
-        if live is None:
-            return
-        # what the pass could not find out, status keeps: the Deployment's facts from
-        # the cache and the drift last recorded; the failure is the Synced condition
-        kept = list((live.get("status") or {}).get("drift") or [])
-        try:
-            self._write_status(live, self.deployments.get(key), kept, failed, error, announce=False)
-        except GitsyncError as e:
-            log.warning("could not record the failure in status: %s", e, extra={"key": key})
-
-    def _forget(self, key: str) -> None:
-        # (the key's lock is not ours to drop: the caller holds it, and KeyLocks
-        # lets it go once no thread holds or waits for it)
-        self._signatures.pop(key, None)
-        self._last_error.pop(key, None)
-
-    def _reconcile(
-        self,
-        key: str,
-        myapp: Obj,
-        items: list[driftlib.DriftItem],
-        sync: statuslib.SyncInfo | None,
-        strict: bool,
-    ) -> Outcome | None:
-        self.reconciles += 1
-        if sync is not None:
-            self.sync_info[key] = sync
-        sync = self.sync_info.get(key)
-        error = ""
-        failure: Exception | None = None
-        outcome: Outcome | None = None
-        try:
-            outcome = self._converge_deployment(key, myapp, self._policy(myapp))
-        except APITooManyRequestsError:
-            # throttled: the caller waits the hint out and tries again; an Event or a
-            # status write now would only be one more request for the server to refuse
-            raise
-        except (GitsyncError, ValueError) as e:
-            error = str(e)
-            self._report_error(key, myapp, error)
-            if isinstance(e, GitsyncError) and e.temporary:
-                raise
-            failure = e
-        else:
-            self._last_error.pop(key, None)
-        if outcome is not None:
-            entries = driftlib.status_entries(items + outcome.drift)
-            deployment = outcome.live
-        else:
-            # the Deployment could not be applied: the old one still serves, so status
-            # keeps its facts and the Deployment's drift last recorded (not known in
-            # this pass); the error is the Ready condition, not an erasure
-            entries = statuslib.keep_recorded_drift(
-                driftlib.status_entries(items), myapp, f"Deployment/{key.split('/', 1)[1]}"
-            )
-            deployment = self.deployments.get(key)
-        if outcome is not None and outcome.action == "created" and self._threads and strict:
-            # a Deployment created by a sync pass while the workers run: its status
-            # moves through Pending and Progressing within seconds, and each step
-            # comes back as a watch event; the worker that takes it writes the status
-            # (with this pass's source), so the pass does not write a Pending first
-            self.queue.add(key)
-        else:
-            self._write_status(myapp, deployment, entries, sync, error)
-        if strict and failure is not None:
-            raise failure
-        return outcome
-
-    def _uncached_deployment(self, key: str, myapp: Obj) -> Obj | None:
-        """A Deployment the cache does not hold: not created yet, not seen yet, or
-        someone else's (the cache holds only those labelled as ours). Asked only
-        when about to create, so steady state still reads nothing."""
-        if key in self.absent_deployments:
-            # the sync pass's LIST of the namespace, moments ago, is the same proof as
-            # the GET (and the GET is no closer to the create than a few milliseconds)
-            return None
-        ns, name = key.split("/", 1)
-        try:
-            found = self.kube.get(path_of("Deployment", ns, name), subject=f"Deployment/{key}")
-        except APINotFoundError:
-            return None
-        if problem := foreign_deployment(key, found, myapp):
-            raise OwnershipError(problem)
-        return found
-
-    def _report_error(self, key: str, myapp: Obj, error: str) -> None:
-        # one Event per distinct error, not one per retry
-        if self._last_error.get(key) != error:
-            self._last_error[key] = error
-            self.events.emit(myapp, "Warning", "ApplyFailed", error)
-
-    def _policy(self, myapp: Obj) -> Policy:
-        return policy_for(myapp, self.settings)
-
-    def _converge_myapp(
-        self, key: str, myapp: Obj | None
-    ) -> tuple[Obj | None, list[driftlib.DriftItem], str]:
-        """The live MyApp against Git, when Git declares it (not in operator-only use).
-        The drift policy is the one Git gives the MyApp: an edit of the live
-        driftPolicy is itself drift, not a way around it."""
-        git = self.git.get(key)
-        if git is None or self.foreign_owner(myapp) is not None:
-            # another instance's MyApp (re-created by it since our pass): our Git held
-            # against it would take it over; the sync pass reports the refusal
-            return myapp, [], "unchanged"
-        name = key.split("/", 1)[1]
-        # suspend stops the Deployment, not the comparison of the MyApp with Git
-        mp = policy_for(git, self.settings, suspendable=False)
-        res = converge(self.applier, f"{KIND}/{name}", git, myapp, mp)
-        if res.corrected and myapp is not None:
-            fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)
-            self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
-        if res.action != "unchanged" and res.live is not None:
-            myapp = res.live
-            self.myapps.observe(res.live)
-        return myapp, list(res.drift), res.action
-
-    def _converge_deployment(self, key: str, myapp: Obj, policy: Policy) -> Outcome:
-        name = key.split("/", 1)[1]
-        live = self.deployments.get(key) or self._uncached_deployment(key, myapp)
-        outcome = converge(self.applier, f"Deployment/{name}", render(myapp), live, policy)
-        if outcome.live is not None and outcome.action != "unchanged":
-            self.deployments.observe(outcome.live)
-        self._record_action(myapp, outcome)
-        return outcome
-
-    def _record_action(self, myapp: Obj, outcome: Outcome) -> None:
-        if outcome.action == "unchanged":
-            return
-        name = myapp["metadata"]["name"]
-        if outcome.corrected:
-            fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in outcome.corrected[:5])
-            self.events.emit(myapp, "Normal", "DriftCorrected", f"Deployment {name}: {fixed}")
-        else:
-            verb = "Created" if outcome.action == "created" else "Updated"
-            self.events.emit(myapp, "Normal", verb, f"Deployment {name} {outcome.action}")
-        log.info(
-            "deployment %s",
-            outcome.action,
-            extra={"key": f"{myapp['metadata']['namespace']}/{name}"},
-        )
-
-    def _write_status(
-        self,
-        myapp: Obj,
-        deployment: Obj | None,
-        entries: list[Obj],
-        sync: statuslib.SyncInfo | None,
-        error: str,
-        *,
-        announce: bool = True,
-    ) -> None:
-        """Write the status computed from these facts, when it differs from the live one.
-
-        ``entries`` are ``status.drift[]``; with ``announce`` a change of the drifted
-        paths is an Event. A pass that failed before it could compare passes the
-        recorded drift and ``announce=False``: nothing was found resolved."""
-        meta = myapp["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
-        if announce:
-            self._announce_drift(myapp, key, entries)
-        if statuslib.same(myapp.get("status"), new):
-            return
-        written = self.applier.apply_status(meta["namespace"], meta["name"], new)
-        # ahead of the watch event: the next reconcile compares with what we wrote
-        self.myapps.observe(written)
-        log.debug("status written", extra={"key": key})
-
-    def _announce_drift(self, myapp: Obj, key: str, entries: list[Obj]) -> None:
-        signature = frozenset((str(e.get("object")), str(e.get("path"))) for e in entries)
-        if key not in self._signatures:
-            # after a restart or a failover, what status already says was announced
-            recorded = (myapp.get("status") or {}).get("drift") or []
-            self._signatures[key] = frozenset(
-                (str(d.get("object")), str(d.get("path"))) for d in recorded
-            )
-        if signature == self._signatures[key]:
-            return
-        self._signatures[key] = signature
-        if entries:
-            paths = ", ".join(
-                f"{e['object']} {e['path']} (by {e.get('manager') or 'unknown'})"
-                for e in entries[:5]
-            )
-            self.events.emit(
-                myapp, "Warning", "Drifted", f"drift detected: {paths}", {"drift": entries}
-            )
-        else:
-            self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from gitsync import drift as driftlib
 from gitsync.api import Obj
-from gitsync.apply import Applier
 from gitsync.diff import strip_server_fields
+from gitsync.interfaces import Writer
 from gitsync.plan import Policy, Step, decide
 
 log = logging.getLogger(__name__)
@@ -29,11 +29,11 @@ class Outcome:
     corrected: list[driftlib.DriftItem] = field(default_factory=list)
 
 
-def converge(applier: Applier, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
+def converge(applier: Writer, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
     return execute(applier, decide(label, desired, live, p))
 
 
-def execute(applier: Applier, step: Step) -> Outcome:
+def execute(applier: Writer, step: Step) -> Outcome:
     """Carry out ``step``: at most one apply (after a dry-run for a change)."""
     if step.body is None:
         # what suspend holds back is no drift: status reports what others changed
@@ -49,7 +49,7 @@ def execute(applier: Applier, step: Step) -> Outcome:
     return Outcome("configured", applied, list(step.left), list(step.corrected))
 
 
-def _confirmed(applier: Applier, body: Obj, live: Obj) -> bool:
+def _confirmed(applier: Writer, body: Obj, live: Obj) -> bool:
     """Confirm a difference by SSA dry-run: compare what the server would store."""
     result = applier.apply(body, force=True, dry_run=True)
     return bool(strip_server_fields(result) != strip_server_fields(live))

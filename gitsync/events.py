@@ -6,15 +6,14 @@ import datetime as dt
 import logging
 import socket
 from collections.abc import Callable
-from typing import Literal
 
 from gitsync.api import Obj
 from gitsync.errors import APIError
+from gitsync.interfaces import EventType as EventType
 from gitsync.kube import Kube, resource_path
 
 log = logging.getLogger(__name__)
 
-EventType = Literal["Normal", "Warning"]
 MAX_MESSAGE = 1024
 #: told of every Event (the notifier): object, type, reason, message, structured details
 Listener = Callable[[Obj, EventType, str, str, "Obj | None"], None]

@@ -32,7 +32,7 @@ from typing import Literal
 
 from gitsync.api import Obj, key_of
 from gitsync.errors import APIError
-from gitsync.kube import Kube
+from gitsync.interfaces import ListWatcher
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Informer:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: ListWatcher,
         path: str,
         *,
         label_selector: str | None = None,

@@ -27,7 +27,8 @@ from typing import Any
 
 from gitsync.api import Obj
 from gitsync.errors import APIConflictError, APIError, APINotFoundError, APITimeoutError
-from gitsync.kube import Kube, resource_path
+from gitsync.interfaces import LeaseClient
+from gitsync.kube import resource_path
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def _micro_time() -> str:
 class LeaderElector:
     def __init__(
         self,
-        kube: Kube,
+        kube: LeaseClient,
         namespace: str,
         name: str,
         identity: str,

@@ -16,15 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Container, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from gitsync.api import FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Obj
 from gitsync.errors import APINotFoundError, GitsyncError
 from gitsync.instance import INSTANCE_LABEL
+from gitsync.interfaces import Client
 from gitsync.schema import denied_by
-
-if TYPE_CHECKING:  # the planner imports this module, and stays free of the client
-    from gitsync.kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +111,7 @@ def path_of(name: str) -> str:
     return f"/api/v1/namespaces/{name}"  # a DNS-1123 label: nothing to quote
 
 
-def existing(kube: Kube, names: Iterable[str]) -> set[str]:
+def existing(kube: Client, names: Iterable[str]) -> set[str]:
     """The namespaces among ``names`` that exist: one GET each (RBAC: get namespaces)."""
     found: set[str] = set()
     for name in names:
@@ -125,14 +123,14 @@ def existing(kube: Kube, names: Iterable[str]) -> set[str]:
     return found
 
 
-def create_namespace(kube: Kube, body: Obj, field_manager: str = FIELD_MANAGER) -> Obj:
+def create_namespace(kube: Client, body: Obj, field_manager: str = FIELD_MANAGER) -> Obj:
     """Create a namespace with server-side apply (RBAC: create and patch namespaces)."""
     name = body["metadata"]["name"]
     return kube.apply(path_of(name), body, field_manager=field_manager, subject=f"Namespace/{name}")
 
 
 def ensure(
-    kube: Kube,
+    kube: Client,
     desired: Collection[str],
     live: Container[str],
     *,

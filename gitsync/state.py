@@ -13,11 +13,14 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from gitsync.api import FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync import failures
+from gitsync.api import FIELD_MANAGER, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.changeset import Change, ChangeSet
 from gitsync.errors import APIError, APINotFoundError
 from gitsync.events import EventRecorder, EventType
 from gitsync.instance import INSTANCE_LABEL, STATUS_PREFIX
-from gitsync.kube import Kube, resource_path
+from gitsync.interfaces import Client
+from gitsync.kube import resource_path
 from gitsync.status import now
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,35 @@ class SyncState:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
+def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
+    """What the ConfigMap says of a pass's change set."""
+    changed = any(changes.count(a) for a in ("created", "configured", "pruned"))
+    return SyncState(
+        revision=changes.revision,
+        result="Succeeded" if changes.ok else "Failed",
+        # the objects that failed too: their messages name them, and a refused or
+        # invalid MyApp is what someone reading the ConfigMap looks for
+        last_error=failures.summary(
+            changes.errors,
+            [_named(c) for c in changes.changes if c.action == "failed"],
+            len(changes.changes),
+        ),
+        managed=sum(
+            1 for c in changes.changes if c.action != "pruned" and c.subject.startswith(f"{KIND}/")
+        ),
+        failed=changes.failures(),
+        last_change=changes.summary() if changed else (previous.last_change if previous else ""),
+        prune_skipped=changes.prune_skipped or "",
+        verification=changes.verification,
+        rejected=changes.rejection.sha if changes.rejection else "",
+    )
+
+
+def _named(c: Change) -> str:
+    """The reason of a failed object, naming it when the reason does not already."""
+    return c.reason if c.subject in c.reason else f"{c.subject}: {c.reason}"
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
@@ -52,7 +84,7 @@ def _camel(name: str) -> str:
 class StateWriter:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         namespace: str,
         instance: str,
         *,
@@ -80,7 +112,7 @@ class StateWriter:
         return dict(cm.get("data") or {})
 
     @staticmethod
-    def read_all(kube: Kube, namespace: str) -> dict[str, dict[str, str]]:
+    def read_all(kube: Client, namespace: str) -> dict[str, dict[str, str]]:
         """The sync state of every instance in ``namespace``, by instance name."""
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL}"
         path = resource_path("v1", "configmaps", namespace)
@@ -92,6 +124,11 @@ class StateWriter:
     @property
     def last(self) -> SyncState | None:
         return self._last
+
+    def record_changes(self, changes: ChangeSet) -> None:
+        """Record a pass's change set (a pass that changed nothing keeps the last
+        change's summary, so steady state writes nothing)."""
+        self.record(state_of(changes, self.last))
 
     def record(self, state: SyncState) -> None:
         with self._lock:

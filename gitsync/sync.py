@@ -3,7 +3,8 @@ and status (through the operator's reconcile) → guarded prune → sync state.
 
 A pass is complete on its own, so ``gitsync sync`` in a CI pipeline leaves the
 cluster finished without a daemon. Results are values: every object gets an
-action in the ``SyncResult``, which the CLI prints and the daemon exports.
+action in the pass's ``ChangeSet`` (:mod:`gitsync.changeset`), which the CLI prints,
+the sync state records and the daemon exports.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import Protocol
 
-from gitsync import failures, manifests, prune
 from gitsync import instance as instancelib
+from gitsync import manifests
 from gitsync import namespaces as nslib
 from gitsync.api import (
     KIND,
@@ -30,7 +31,7 @@ from gitsync.api import (
     subject,
 )
 from gitsync.apply import path_of
-from gitsync.controller import Controller
+from gitsync.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
 from gitsync.errors import (
     APIConflictError,
     APIError,
@@ -41,9 +42,11 @@ from gitsync.errors import (
     SourceError,
     VerificationError,
 )
+from gitsync.interfaces import Client
+from gitsync.reconcile import Reconciler
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source
-from gitsync.state import StateWriter, SyncState
+from gitsync.state import StateWriter
 from gitsync.status import SyncInfo, now
 from gitsync.throttle import Throttle
 
@@ -53,15 +56,6 @@ _PRUNE_ATTEMPTS = 3
 _CACHE_CATCH_UP_SECONDS = 2.0
 
 log = logging.getLogger(__name__)
-
-Action = Literal["created", "configured", "unchanged", "pruned", "failed"]
-
-
-@dataclass(frozen=True)
-class ObjectResult:
-    subject: str
-    action: Action
-    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,34 +82,6 @@ class SyncOptions:
     #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
     #: (measured at 300 MyApps: 8 → 10.9 s, 32 → 6.1 s, 64 → 5.8 s)
     concurrency: int = 32
-
-
-@dataclass
-class SyncResult:
-    revision: str = ""
-    objects: list[ObjectResult] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    prune_skipped: str | None = None
-    #: --verify-commits refused the commit at the ref: nothing of it was applied
-    rejection: VerificationError | None = None
-    #: --verify-commits: whose good signature the applied commit carries, or why refused
-    verification: str = ""
-    fetch_seconds: float = 0.0
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not any(o.action == "failed" for o in self.objects)
-
-    def count(self, action: Action) -> int:
-        return sum(1 for o in self.objects if o.action == action)
-
-    def summary(self) -> str:
-        parts = [f"{self.count(a)} {a}" for a in ("created", "configured", "unchanged", "pruned")]
-        failed = self.count("failed") + len(self.errors)
-        if failed:
-            parts.append(f"{failed} failed")
-        return ", ".join(parts)
 
 
 def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
@@ -155,20 +121,31 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     }
 
 
-def _named(o: ObjectResult) -> str:
-    """The message of a failed object, naming it when the message does not already."""
-    return o.message if o.subject in o.message else f"{o.subject}: {o.message}"
+class Operator(Protocol):
+    """What a sync pass needs of the operator (a :class:`~gitsync.controller.Controller`):
+    its reconcile steps and caches, a client for what no cache holds, and whether this
+    replica leads."""
+
+    @property
+    def reconciler(self) -> Reconciler: ...
+
+    @property
+    def kube(self) -> Client: ...
+
+    @property
+    def is_leader(self) -> Callable[[], bool]: ...
 
 
 class Syncer:
     def __init__(
         self,
-        controller: Controller,
+        controller: Operator,
         source: Source,
         options: SyncOptions,
         state: StateWriter | None = None,
     ) -> None:
         self.controller = controller
+        self.reconciler = controller.reconciler
         self.source = source
         self.options = options
         self.state = state
@@ -180,14 +157,14 @@ class Syncer:
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
-        controller.foreign_owner = self.identity.owner_of
+        self.reconciler.foreign_owner = self.identity.owner_of
         #: MyApps of another instance this one refused, announced by an Event once
         self._refused: dict[str, str] = {}
 
-    def run(self) -> SyncResult:
+    def run(self) -> ChangeSet:
         start = time.monotonic()
         self._interrupted.clear()
-        result = SyncResult()
+        result = ChangeSet()
         try:
             rev = self.source.fetch()
         except VerificationError as e:
@@ -220,16 +197,16 @@ class Syncer:
         missing = self._namespaces(desired, result)
         for key, message in sorted(missing.items()):
             ns, name = key.split("/", 1)
-            result.objects.append(ObjectResult(subject(KIND, ns, name), "failed", message))
+            result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
         todo = [app for key, app in desired.items() if key not in missing]
-        self.controller.absent_deployments = self._absent_deployments(app.key for app in todo)
+        self.reconciler.absent_deployments = self._absent_deployments(app.key for app in todo)
         try:
             with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
                 done = pool.map(lambda app: self._apply(app.key, app, info), todo)
-                result.objects.extend(o for o in done if o is not None)
+                result.changes.extend(o for o in done if o is not None)
         finally:
             # a proof of absence holds for this pass only
-            self.controller.absent_deployments = frozenset()
+            self.reconciler.absent_deployments = frozenset()
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
             result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
@@ -239,8 +216,8 @@ class Syncer:
         if loaded.ok:
             # what left Git is no longer held to Git (pruned or not); while a file is
             # broken, what it declared may be in it, so nothing is let go
-            for key in set(self.controller.git) - set(desired):
-                self.controller.git.pop(key, None)
+            for key in set(self.reconciler.git) - set(desired):
+                self.reconciler.git.pop(key, None)
         self._prune(result, set(desired), tracked, loaded.ok)
         self._record(result, start)
         return result
@@ -252,7 +229,7 @@ class Syncer:
         exists (it never takes over another's); the cache holds only ours, so that
         costs a GET per new MyApp: 1000 on a cold sync of 1000. Listed when more
         than one is missing, so steady state (nothing missing) still reads nothing."""
-        missing = [k for k in desired if self.controller.deployments.get(k) is None]
+        missing = [k for k in desired if self.reconciler.deployments.get(k) is None]
         if len(missing) < 2:
             return frozenset()
         absent: set[str] = set()
@@ -283,7 +260,7 @@ class Syncer:
         return loaded
 
     def _namespaces(
-        self, desired: dict[str, manifests.DesiredApp], result: SyncResult
+        self, desired: dict[str, manifests.DesiredApp], result: ChangeSet
     ) -> dict[str, str]:
         """Why each MyApp that cannot be applied for want of a namespace is not; the
         namespaces created (when asked) are in ``result``."""
@@ -291,17 +268,17 @@ class Syncer:
         missing, created = nslib.ensure(
             self.controller.kube,
             desired,
-            {k for k in desired if self.controller.myapps.get(k) is not None},
+            {k for k in desired if self.reconciler.myapps.get(k) is not None},
             create=o.create_namespace,
             instance=self.identity.name,
             allowed=o.allowed_namespaces,
             denied=o.denied_namespaces,
-            field_manager=self.controller.settings.field_manager,
+            field_manager=self.reconciler.settings.field_manager,
         )
-        result.objects.extend(ObjectResult(f"Namespace/{ns}", "created") for ns in created)
+        result.changes.extend(Change(f"Namespace/{ns}", "created") for ns in created)
         return missing
 
-    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> ObjectResult | None:
+    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> Change | None:
         if self.cancel.is_set() or not self.controller.is_leader():
             # shutting down, or no longer leader: finish the objects in flight, start
             # no more (the pass then counts as interrupted and prunes nothing)
@@ -315,16 +292,16 @@ class Syncer:
         body = myapp_body(app, self.source_label)
         try:
             action = self.throttle.call(
-                lambda: self.controller.apply_from_git(
+                lambda: self.reconciler.apply_from_git(
                     key, body, SyncInfo(info.revision, app.file, info.time)
                 )
             )
         except (GitsyncError, ValueError) as e:
             log.error("apply failed: %s", e, extra={"key": key})
-            return ObjectResult(who, "failed", str(e))
-        return ObjectResult(who, action)  # type: ignore[arg-type]
+            return Change(who, "failed", reason=str(e))
+        return Change(who, action)  # type: ignore[arg-type]
 
-    def _refuse_foreign(self, key: str, who: str) -> ObjectResult | None:
+    def _refuse_foreign(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by
         its MyApp is never taken over): the two instances would flap the MyApp between
         their revisions, and each would prune it when it left the other's Git.
@@ -332,7 +309,7 @@ class Syncer:
         Read from the informer cache, which holds every MyApp it watches (no label
         selector): one absent from it was absent when the watch last spoke, so a create
         can take over only one made by another instance within the watch's latency."""
-        live = self.controller.myapps.get(key)
+        live = self.reconciler.myapps.get(key)
         other = self.identity.owner_of(live)
         if live is None or other is None:
             self._refused.pop(key, None)
@@ -342,32 +319,25 @@ class Syncer:
         if self._refused.get(key) != other:
             # once per MyApp and owner, not on every poll
             self._refused[key] = other
-            self.controller.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
-        return ObjectResult(who, "failed", str(error))
+            self.reconciler.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
+        return Change(who, "failed", reason=str(error))
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
-        return tracked_by(self.controller.myapps.items(), self.source_label)
+        return tracked_by(self.reconciler.myapps.items(), self.source_label)
 
     def _prune(
-        self, result: SyncResult, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
+        self, result: ChangeSet, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
     ) -> None:
-        plan = prune.plan_prune(
-            desired,
-            tracked,
-            enabled=self.options.prune,
-            manifests_ok=manifests_ok,
-            allow_empty=self.options.allow_empty,
-            max_fraction=self.options.prune_max_fraction,
-        )
-        if plan.skipped:
-            if set(tracked) - desired:  # a skip matters only when something would go
-                result.prune_skipped = plan.skipped
-                log.warning("prune skipped: %s", plan.skipped)
-            return
-        for key in plan.delete:
-            ns, name = key.split("/", 1)
-            who = subject(KIND, ns, name)
+        """Carry out the prune plan ``gitsync diff`` shows (:func:`plan_prune`)."""
+        o = self.options
+        guard = PruneGuard(o.prune, o.allow_empty, o.prune_max_fraction)
+        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok)
+        if planned.prune_skipped:
+            result.prune_skipped = planned.prune_skipped
+            log.warning("prune skipped: %s", planned.prune_skipped)
+        for change in planned.changes:
+            key, who = key_of_change(change), change.subject
             if self.cancel.is_set() or not self.controller.is_leader():
                 # checked before every delete, not once per pass: a replica deposed
                 # during the apply phase would otherwise delete what a newer leader,
@@ -380,12 +350,12 @@ class Syncer:
                 if not self._prune_one(key, tracked[key]["metadata"]["uid"]):
                     continue
             except APIError as e:
-                result.objects.append(ObjectResult(who, "failed", f"prune: {e}"))
+                result.changes.append(Change(who, "failed", reason=f"prune: {e}"))
                 continue
             # (no longer held to Git: run() let go of what left it before pruning)
-            self.controller.sync_info.pop(key, None)
-            result.objects.append(ObjectResult(who, "pruned"))
-            self.controller.events.emit(
+            self.reconciler.sync_info.pop(key, None)
+            result.changes.append(Change(who, "pruned"))
+            self.reconciler.events.emit(
                 tracked[key], "Normal", "Pruned", f"{who} left Git; deleted"
             )
             log.info("pruned", extra={"key": key})
@@ -397,7 +367,7 @@ class Syncer:
         often a status write the cache has not seen yet: judged again once it has."""
         ns, name = key.split("/", 1)
         for _ in range(_PRUNE_ATTEMPTS):
-            obj = self.controller.myapps.get(key)
+            obj = self.reconciler.myapps.get(key)
             meta = obj["metadata"] if obj is not None else {}
             if (
                 obj is None
@@ -409,7 +379,7 @@ class Syncer:
                 return False  # the caller stops the prune before the next key
             version = meta.get("resourceVersion")
             try:
-                self.controller.applier.delete(KIND, ns, name, uid, version)
+                self.reconciler.writer.delete(KIND, ns, name, uid, version)
                 return True
             except APINotFoundError:
                 return False  # deleted meanwhile: what prune wanted
@@ -423,12 +393,12 @@ class Syncer:
         version of ``key`` than ``version``."""
         deadline = time.monotonic() + _CACHE_CATCH_UP_SECONDS
         while time.monotonic() < deadline and not self.cancel.is_set():
-            obj = self.controller.myapps.get(key)
+            obj = self.reconciler.myapps.get(key)
             if obj is None or obj["metadata"].get("resourceVersion") != version:
                 return
             self.cancel.wait(0.05)
 
-    def _reject(self, result: SyncResult, error: VerificationError, start: float) -> None:
+    def _reject(self, result: ChangeSet, error: VerificationError, start: float) -> None:
         """An untrusted commit: nothing applied, nothing pruned; the revision recorded
         stays the one the cluster is still at."""
         result.rejection = error
@@ -443,32 +413,7 @@ class Syncer:
                 log.debug("cannot read the last revision: %s", e)
         self._record(result, start)
 
-    def _record(self, result: SyncResult, start: float) -> None:
+    def _record(self, result: ChangeSet, start: float) -> None:
         result.seconds = time.monotonic() - start
-        if self.state is None:
-            return
-        changed = any(result.count(a) for a in ("created", "configured", "pruned"))
-        previous = self.state.last.last_change if self.state.last else ""
-        self.state.record(
-            SyncState(
-                revision=result.revision,
-                result="Succeeded" if result.ok else "Failed",
-                # the objects that failed too: their messages name them, and a refused
-                # or invalid MyApp is what someone reading the ConfigMap looks for
-                last_error=failures.summary(
-                    result.errors,
-                    [_named(o) for o in result.objects if o.action == "failed"],
-                    len(result.objects),
-                ),
-                managed=sum(
-                    1
-                    for o in result.objects
-                    if o.action != "pruned" and o.subject.startswith(f"{KIND}/")
-                ),
-                failed=result.count("failed") + len(result.errors),
-                last_change=result.summary() if changed else previous,
-                prune_skipped=result.prune_skipped or "",
-                verification=result.verification,
-                rejected=result.rejection.sha if result.rejection else "",
-            )
-        )
+        if self.state is not None:
+            self.state.record_changes(result)

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from gitsync.apply import path_of
+from gitsync.changeset import ChangeSet
 from gitsync.controller import Controller
 from gitsync.daemon import Daemon, DaemonOptions
 from gitsync.kube import Kube, resource_path
 from gitsync.source import Credentials, GitSource, open_source
 from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, SyncResult, identity_of
+from gitsync.sync import Syncer, SyncOptions, identity_of
 from tests.gitserver import HttpGit, Upstream
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
 
@@ -44,8 +45,8 @@ def state_of(s: Syncer) -> dict[str, str]:
     return StateWriter(s.controller.kube, s.state.namespace, s.identity.name).read()
 
 
-def actions(result: SyncResult) -> dict[str, str]:
-    return {o.subject.split("/")[-1]: o.action for o in result.objects}
+def actions(result: ChangeSet) -> dict[str, str]:
+    return {o.subject.split("/")[-1]: o.action for o in result.changes}
 
 
 def exists(kube: Kube, kind: str, ns: str, name: str) -> bool:
@@ -148,7 +149,7 @@ def test_empty_desired_set_and_max_fraction_guard_prune(
         prune_max_fraction=1.0,
     )
     result = allowing.run()
-    assert sorted(o.action for o in result.objects) == ["pruned"] * 4
+    assert sorted(o.action for o in result.changes) == ["pruned"] * 4
     assert not any(exists(kube, "MyApp", namespace, n) for n in names)
 
 

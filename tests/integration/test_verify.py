@@ -77,7 +77,7 @@ def test_an_untrusted_commit_is_not_applied_nothing_pruned_and_the_reason_is_rec
     bad = commit(upstream, evil, None)
     result = s.run()
     assert result.rejection is not None and result.rejection.reason == "unsigned"
-    assert not result.ok and result.objects == []
+    assert not result.ok and result.changes == []
     # the API server: nothing applied, nothing pruned, the very same objects
     assert image(kube, namespace, "a") == "nginx:1.27"
     assert {n: get(kube, "MyApp", namespace, n)["metadata"]["uid"] for n in "abc"} == uids  # type: ignore[index]

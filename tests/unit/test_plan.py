@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gitsync.api import APPLIED_ANNOTATION, Obj
-from gitsync.changeset import changes_of, plan
+from gitsync.changeset import PruneGuard, changes_of, plan, plan_prune
 from gitsync.diff import unified
 from gitsync.drift import DriftItem
 from gitsync.managedfields import Path, fields_of
@@ -250,7 +250,8 @@ def test_changeset_exit_rule_counts_writes_only() -> None:
         not hpa.writes
         and hpa.summary() == "0 created, 0 configured, 1 unchanged, 0 pruned; 1 conflict"
     )
-    gone = plan({}, {"shop/web": applied(APP)}, {}, ["shop/web"])
+    live = {"shop/web": applied(APP)}
+    gone = plan({}, live, {}, plan_prune({}, live, PruneGuard(allow_empty=True, max_fraction=1)))
     assert gone.writes and [c.to_json() for c in gone.changes] == [
         {
             "object": "MyApp/shop/web",
