@@ -54,9 +54,8 @@ from bench.common import (
     write_repo,
     writes,
 )
-from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
-from gitsync.kube import Kube
+from gitsync.kube import Kube, path_of
 from gitsync.plan import stamped
 from gitsync.render import render
 from gitsync.source import GitSource, open_source

@@ -7,15 +7,8 @@ are never sent); this module only knows *how*.
 
 from __future__ import annotations
 
-from gitsync.api import API_VERSION, FIELD_MANAGER, KIND, PLURAL, Obj, subject
-from gitsync.kube import Kube, resource_path
-
-PLURALS = {KIND: (API_VERSION, PLURAL), "Deployment": ("apps/v1", "deployments")}
-
-
-def path_of(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
-    api_version, plural = PLURALS[kind]
-    return resource_path(api_version, plural, namespace, name, sub)
+from gitsync.api import API_VERSION, FIELD_MANAGER, KIND, Obj, subject
+from gitsync.kube import Kube, path_of
 
 
 def subject_of(obj: Obj) -> str:

@@ -34,7 +34,6 @@ from gitsync.api import (
     Obj,
     key_of,
 )
-from gitsync.apply import path_of
 from gitsync.cache import default_cache_dir
 from gitsync.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.cli_blame import blame_command
@@ -54,7 +53,7 @@ from gitsync.cli_options import (
 from gitsync.controller import Controller, ControllerConfig, foreign_deployment
 from gitsync.errors import APINotFoundError, ConfigError, one_line, printable
 from gitsync.keyring import verifier_of
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from gitsync.kubeconfig import default_namespace
 from gitsync.notification import FORMATS
 from gitsync.notify import Notifier

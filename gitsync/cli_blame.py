@@ -16,7 +16,6 @@ import yaml
 
 from gitsync import gitblame
 from gitsync.api import DEFAULT_FORCE_MANAGERS, KIND, Obj
-from gitsync.apply import path_of
 from gitsync.blame import blame, drifted, render_text
 from gitsync.cli_options import (
     cluster_options,
@@ -26,7 +25,7 @@ from gitsync.cli_options import (
     output_option,
 )
 from gitsync.errors import APINotFoundError, ConfigError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from gitsync.kubeconfig import default_namespace
 
 

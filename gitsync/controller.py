@@ -26,10 +26,10 @@ from gitsync.api import (
     Obj,
     key_of,
 )
-from gitsync.apply import Applier, path_of
+from gitsync.apply import Applier
 from gitsync.events import EventRecorder
 from gitsync.informer import Informer
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from gitsync.plan import Settings
 from gitsync.reconcile import Reconciler, Result, foreign_deployment
 from gitsync.workqueue import WorkQueue

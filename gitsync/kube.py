@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 
 from gitsync import __version__
-from gitsync.api import Obj
+from gitsync.api import API_VERSION, KIND, PLURAL, Obj
 from gitsync.errors import (
     MAX_BODY,
     APIClientError,
@@ -68,6 +68,16 @@ def resource_path(
     if subresource:
         parts.append(subresource)
     return "/".join(parts)
+
+
+#: the kinds gitsync reads and writes, by kind: (apiVersion, plural)
+PLURALS: Final = {KIND: (API_VERSION, PLURAL), "Deployment": ("apps/v1", "deployments")}
+
+
+def path_of(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    """The API path of a MyApp or a Deployment (``kind`` is one of :data:`PLURALS`)."""
+    api_version, plural = PLURALS[kind]
+    return resource_path(api_version, plural, namespace, name, sub)
 
 
 class Kube:

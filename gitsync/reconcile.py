@@ -24,11 +24,11 @@ from typing import Final, Protocol
 from gitsync import drift as driftlib
 from gitsync import status as statuslib
 from gitsync.api import KIND, Obj
-from gitsync.apply import path_of
 from gitsync.converge import Outcome, converge
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
 from gitsync.keylock import KeyLocks
+from gitsync.kube import path_of
 from gitsync.plan import Policy, Settings, policy_for
 from gitsync.render import render
 

@@ -30,7 +30,6 @@ from gitsync.api import (
     key_of,
     subject,
 )
-from gitsync.apply import path_of
 from gitsync.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
 from gitsync.errors import (
     APIConflictError,
@@ -43,6 +42,7 @@ from gitsync.errors import (
     VerificationError,
 )
 from gitsync.interfaces import Client
+from gitsync.kube import path_of
 from gitsync.reconcile import Reconciler
 from gitsync.render import desired_myapp
 from gitsync.source import Revision, Source

@@ -15,9 +15,9 @@ import itertools
 from typing import Any
 
 from gitsync.api import Obj, key_of
-from gitsync.apply import path_of
 from gitsync.errors import APINotFoundError, GitsyncError
 from gitsync.interfaces import EventType, Params
+from gitsync.kube import path_of
 
 
 def merged(live: Any, body: Any) -> Any:

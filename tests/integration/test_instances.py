@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from gitsync.api import SOURCE_LABEL
-from gitsync.apply import path_of
 from gitsync.controller import Controller, ControllerConfig
 from gitsync.instance import legacy_label
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import actions, exists, state_of, syncer

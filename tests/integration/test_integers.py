@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
 from gitsync.errors import APIError
 from gitsync.integers import as_integer
-from gitsync.kube import Kube
+from gitsync.kube import Kube, path_of
 from gitsync.render import render
 from tests.support import myapp
 

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
 from gitsync.controller import Controller
 from gitsync.errors import APIInvalidError
-from gitsync.kube import Kube
+from gitsync.kube import Kube, path_of
 from tests.support import available, get, myapp, wait_until
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gitsync import managedfields
-from gitsync.apply import path_of
 from gitsync.controller import Controller
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from gitsync.render import render
 from tests.gitserver import Upstream
 from tests.integration.test_sync import syncer

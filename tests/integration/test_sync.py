@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
 from gitsync.changeset import ChangeSet
 from gitsync.controller import Controller
 from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube, resource_path
+from gitsync.kube import Kube, path_of, resource_path
 from gitsync.source import Credentials, GitSource, open_source
 from gitsync.state import StateWriter
 from gitsync.sync import Syncer, SyncOptions, identity_of

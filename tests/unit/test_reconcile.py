@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from gitsync.api import Obj
-from gitsync.apply import path_of
 from gitsync.errors import (
     APIConflictError,
     APIInvalidError,
     APIServerError,
     APITooManyRequestsError,
 )
+from gitsync.kube import path_of
 from gitsync.reconcile import Reconciler, Result
 from gitsync.status import SyncInfo
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
