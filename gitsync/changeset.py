@@ -28,7 +28,7 @@ from gitsync import prune as prunelib
 from gitsync.api import APPLIED_ANNOTATION, KIND, Obj, subject
 from gitsync.errors import VerificationError
 from gitsync.managedfields import human_path
-from gitsync.namespaces import NamespacePlan
+from gitsync.namespace_plan import NamespacePlan
 from gitsync.plan import Settings, Step, plan_app, put, value_at, without
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]

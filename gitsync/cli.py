@@ -55,6 +55,7 @@ from gitsync.errors import APINotFoundError, ConfigError, one_line, printable
 from gitsync.keyring import verifier_of
 from gitsync.kube import Kube, path_of, resource_path
 from gitsync.kubeconfig import default_namespace
+from gitsync.namespace_plan import plan_namespaces, to_look_up
 from gitsync.notification import FORMATS
 from gitsync.notify import Notifier
 from gitsync.plan import Settings
@@ -493,10 +494,10 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     )
     applied = {k: body for k, body in desired.items() if k not in refused}
     # as in a sync: namespaces of MyApps to be created are looked up (GETs, no writes)
-    namespaces = nslib.plan_namespaces(
+    namespaces = plan_namespaces(
         applied,
         myapps,
-        nslib.existing(kube, nslib.to_look_up(applied, myapps)),
+        nslib.existing(kube, to_look_up(applied, myapps)),
         create=kw["create_namespace"],
         instance=identity.name,
         allowed=_allowed(kw),

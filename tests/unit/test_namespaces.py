@@ -6,7 +6,7 @@ from __future__ import annotations
 from gitsync.api import MANAGED_BY_LABEL
 from gitsync.changeset import plan
 from gitsync.instance import INSTANCE_LABEL
-from gitsync.namespaces import FLAG, plan_namespaces, to_look_up
+from gitsync.namespace_plan import FLAG, plan_namespaces, to_look_up
 
 
 def myapp(ns: str, name: str) -> dict[str, object]:
