@@ -1,6 +1,6 @@
 """The flags the gitsync commands share, and how an expected error leaves the command line.
 
-Apart from :mod:`gitsync.cli` so that module reads as the commands themselves: each shared
+Apart from the commands so that their module reads as the commands themselves: each shared
 option group is defined once here and stacked on the commands that take it. Every flag made
 with :func:`opt` can also be set as a ``GITSYNC_*`` environment variable, named in
 ``--help``, which is how the container is configured.

@@ -8,9 +8,10 @@ This is the public face of loading (:func:`load`, :class:`Limits`, :class:`Desir
 :class:`LoadResult`): it finds the files without leaving the repository, reads each one
 within its limits, and ties the two lower layers together, so that a problem found on a
 field path comes back as a file, line and column. Finding and reading the files safely is
-:mod:`gitsync._files`; composing YAML at a bounded cost is :mod:`gitsync._yaml`; what a
-valid MyApp is, is :mod:`gitsync.schema`. Errors are capped per file and per load, the rest
-counted, so that a hostile file cannot flood the output, the logs or memory.
+:mod:`gitsync._files`; composing YAML at a bounded cost is
+:mod:`gitsync._yaml`; what a valid MyApp is, is :mod:`gitsync.schema`. Errors are
+capped per file and per load, the rest counted, so that a hostile file cannot flood the
+output, the logs or memory.
 """
 
 from __future__ import annotations
