@@ -54,12 +54,12 @@ from bench.common import (
     write_repo,
     writes,
 )
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.kube import Kube, path_of
-from gitsync.plan import stamped
-from gitsync.render import render
-from gitsync.source import GitSource, open_source
-from gitsync.sync import Syncer, SyncOptions
+from gitsync.engine.planner import stamped
+from gitsync.gitops.sync import Syncer, SyncOptions
+from gitsync.kube.client import Kube, path_of
+from gitsync.model.render import render
+from gitsync.reconcile.controller import Controller, ControllerConfig
+from gitsync.source.checkout import GitSource, open_source
 from testenv import cluster
 
 N = int(os.environ.get("GITSYNC_BENCH_N", "1000"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

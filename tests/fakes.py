@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the narrow interfaces of gitsync.interfaces, for unit tests
+"""In-memory stand-ins for the narrow interfaces of gitsync.kube.interfaces, for unit tests
 of the reconcile steps, the controller's loop and the sync pass.
 
 ``FakeCluster`` holds objects by path and answers server-side applies the way the
@@ -14,10 +14,10 @@ import copy
 import itertools
 from typing import Any
 
-from gitsync.api import Obj, key_of
 from gitsync.errors import APINotFoundError, GitsyncError
-from gitsync.interfaces import EventType, Params
-from gitsync.kube import path_of
+from gitsync.kube.client import path_of
+from gitsync.kube.interfaces import EventType, Params
+from gitsync.model.api import Obj, key_of
 
 
 def merged(live: Any, body: Any) -> Any:

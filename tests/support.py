@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import pytest
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, path_of
+from gitsync.kube.client import Kube, path_of
 
 T = TypeVar("T")
 

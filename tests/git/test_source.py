@@ -12,15 +12,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gitsync.errors import ConfigError, SourceError
-from gitsync.giturl import redact_url
-from gitsync.manifests import load
-from gitsync.source import (
-    Credentials,
-    GitSource,
-    LocalSource,
-    Revision,
-    open_source,
-)
+from gitsync.source.checkout import Credentials, GitSource, LocalSource, Revision, open_source
+from gitsync.source.giturl import redact_url
+from gitsync.source.manifests import load
 
 if TYPE_CHECKING:  # fixtures bring the objects; only their types are imported
     from collections.abc import Callable

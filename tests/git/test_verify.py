@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gitsync.errors import ConfigError, VerificationError
-from gitsync.keyring import TrustedKeys, Verifier, verifier_of
-from gitsync.source import GitSource, open_source
+from gitsync.source.checkout import GitSource, open_source
+from gitsync.source.keyring import TrustedKeys, Verifier, verifier_of
 from tests.gitserver import Upstream
 from tests.signing import GpgSigner, Signer, commit, keys_dir, tag
 

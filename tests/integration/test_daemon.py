@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.kube.client import Kube
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream, free_port
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, get, wait_until

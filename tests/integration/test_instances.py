@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import SOURCE_LABEL
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.instance import legacy_label
-from gitsync.kube import Kube, path_of, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.instance import legacy_label
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import actions, exists, state_of, syncer

@@ -1,4 +1,4 @@
-"""gitsync.integers against the oracle: what the real API server accepts at an integer field.
+"""gitsync.model.integers against the oracle: what the real API server accepts at an integer field.
 
 Each value is sent to the API server as it would come out of a YAML manifest (a server-side
 dry run, so nothing is stored), as a MyApp (its CRD types ``replicas`` integer) and as a
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gitsync.errors import APIError
-from gitsync.integers import as_integer
-from gitsync.kube import Kube, path_of
-from gitsync.render import render
+from gitsync.kube.client import Kube, path_of
+from gitsync.model.integers import as_integer
+from gitsync.model.render import render
 from tests.support import myapp
 
 pytestmark = pytest.mark.integration

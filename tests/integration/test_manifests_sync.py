@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller
-from gitsync.kube import Kube, resource_path
-from gitsync.source import open_source
-from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.kube.client import Kube, resource_path
+from gitsync.reconcile.controller import Controller
+from gitsync.source.checkout import open_source
 from tests.gitserver import Upstream
 from tests.support import app_yaml, get
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from gitsync.changeset import ChangeSet
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube, path_of, resource_path
-from gitsync.source import Credentials, GitSource, open_source
-from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, identity_of
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.engine.changeset import ChangeSet
+from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.reconcile.controller import Controller
+from gitsync.source.checkout import Credentials, GitSource, open_source
 from tests.gitserver import HttpGit, Upstream
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.keyring import TrustedKeys, Verifier
-from gitsync.kube import Kube, resource_path
-from gitsync.source import GitSource
-from gitsync.sync import Syncer
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.gitops.sync import Syncer
+from gitsync.kube.client import Kube, resource_path
+from gitsync.reconcile.controller import Controller, ControllerConfig
+from gitsync.source.checkout import GitSource
+from gitsync.source.keyring import TrustedKeys, Verifier
 from tests.gitserver import Upstream, free_port
 from tests.integration.test_daemon import Running
 from tests.integration.test_sync import state_of, syncer

@@ -3,9 +3,9 @@ what the sync state ConfigMap records of it."""
 
 from __future__ import annotations
 
-from gitsync.api import Obj
-from gitsync.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
-from gitsync.state import SyncState, state_of
+from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.gitops.sync_state import SyncState, state_of
+from gitsync.model.api import Obj
 
 
 def live(name: str) -> Obj:

@@ -9,11 +9,11 @@ from typing import cast
 
 from kubernetes import client as k8s_client
 
-from gitsync.api import Obj
-from gitsync.controller import Controller, Result
-from gitsync.kube import Kube
-from gitsync.reconcile import Reconciler
-from gitsync.workqueue import WorkQueue
+from gitsync.kube.client import Kube
+from gitsync.model.api import Obj
+from gitsync.reconcile.controller import Controller, Result
+from gitsync.reconcile.reconciler import Reconciler
+from gitsync.reconcile.workqueue import WorkQueue
 
 KEY = "ns/web"
 

@@ -14,9 +14,9 @@ from typing import cast
 
 import pytest
 
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.sync import Syncer
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.gitops.sync import Syncer
+from gitsync.reconcile.controller import Controller
 
 
 class GatedSyncer:

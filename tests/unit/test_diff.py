@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.diff import Change, changes, strip_server_fields, unified
-from gitsync.render import render
+from gitsync.engine.differences import Change, changes, strip_server_fields, unified
+from gitsync.model.api import Obj
+from gitsync.model.render import render
 
 C = "spec.template.spec.containers[name=app]"
 MYAPP: Obj = {

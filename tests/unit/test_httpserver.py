@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.httpproto import Request, Response
-from gitsync.httpserver import Limits, Server
-from gitsync.metrics import Metrics, standard
+from gitsync.daemon.httpproto import Request, Response
+from gitsync.daemon.httpserver import Limits, Server
+from gitsync.daemon.metrics import Metrics, standard
 
 
 def echo(request: Request) -> Response:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
 from gitsync.errors import APIServerError
-from gitsync.informer import TOMBSTONE_SECONDS, Informer
+from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer
+from gitsync.model.api import Obj
 
 KEY = "ns/web"
 

@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes.config import kube_config
 
-from gitsync import kubeconfig as kubemod
 from gitsync.errors import APIConfigError, APITimeoutError, ConfigError
-from gitsync.kube import Kube
-from gitsync.kubeconfig import default_namespace
+from gitsync.kube import kubeconfig as kubemod
+from gitsync.kube.client import Kube
+from gitsync.kube.kubeconfig import default_namespace
 from tests.gitserver import free_port
 from tests.netfixtures import connect_proxy, self_signed
 

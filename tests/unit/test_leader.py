@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
 from gitsync.errors import (
     APIConflictError,
     APINotFoundError,
     APIServerError,
     APITimeoutError,
 )
-from gitsync.leader import LeaderElector
+from gitsync.kube.leader import LeaderElector
+from gitsync.model.api import Obj
 
 KUBE_DEFAULT_TIMEOUT = 30.0  # what Kube.request waits when given no timeout
 RENEW_DEADLINE = 10.0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync import _yaml
 from gitsync.errors import ConfigError, ManifestError
-from gitsync.manifests import DesiredApp, Limits, LoadResult, load
+from gitsync.source import _yaml
+from gitsync.source.manifests import DesiredApp, Limits, LoadResult, load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "repo"
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.api import Obj
 from gitsync.errors import (
     APIConflictError,
     APIInvalidError,
     APIServerError,
     APITooManyRequestsError,
 )
-from gitsync.kube import path_of
-from gitsync.reconcile import Reconciler, Result
-from gitsync.status import SyncInfo
+from gitsync.kube.client import path_of
+from gitsync.model.api import Obj
+from gitsync.model.myapp_status import SyncInfo
+from gitsync.reconcile.reconciler import Reconciler, Result
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 
 KEY = "shop/web"

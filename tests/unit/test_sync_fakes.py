@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gitsync import manifests
-from gitsync import namespaces as nslib
-from gitsync.api import KIND
-from gitsync.changeset import ChangeSet, PruneGuard, plan, plan_prune
-from gitsync.reconcile import Reconciler
-from gitsync.source import Revision
-from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, myapp_body
+from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.gitops import namespaces as nslib
+from gitsync.gitops.sync import Syncer, SyncOptions, myapp_body
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.model.api import KIND
+from gitsync.reconcile.reconciler import Reconciler
+from gitsync.source import manifests
+from gitsync.source.checkout import Revision
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 from tests.support import app_yaml
 

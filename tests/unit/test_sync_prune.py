@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, cast
 
-from gitsync.api import SOURCE_LABEL
-from gitsync.changeset import ChangeSet
+from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import APIConflictError
-from gitsync.source import Source
-from gitsync.sync import Operator, Syncer, SyncOptions
+from gitsync.gitops.sync import Operator, Syncer, SyncOptions
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.source.checkout import Source
 
 
 @dataclass

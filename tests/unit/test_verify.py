@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from gitsync.verify import (
+from gitsync.source.verify import (
     Verdict,
     format_of,
     judge,
@@ -201,7 +201,7 @@ def test_ssh_key_lines() -> None:
 
 
 def test_a_refused_commit_is_notified_as_a_failed_sync() -> None:
-    from gitsync.notification import from_event
+    from gitsync.daemon.notification import from_event
 
     cm = {"kind": "ConfigMap", "metadata": {"namespace": "gs", "name": "gitsync-status-x"}}
     reason = f"commit {'ab' * 20} of main not applied: unsigned: the commit carries no signature"
