@@ -48,6 +48,7 @@ cluster-down: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gitsync tests testenv bench release
 	$(VENV)/bin/ruff format --check gitsync tests testenv bench release
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
