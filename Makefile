@@ -79,4 +79,4 @@ bench: cluster peers
 	$(PY) -m bench.run
 
 clean: cluster-down
-	rm -rf $(VENV) .testenv .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .testenv .mypy_cache .ruff_cache .pytest_cache .import_linter_cache
