@@ -24,11 +24,11 @@ from typing import Final, Literal
 
 from gitsync.engine import differences
 from gitsync.engine import drift as driftlib
+from gitsync.engine import prune as prunelib
 from gitsync.engine.managedfields import human_path
 from gitsync.engine.namespace_plan import NamespacePlan
 from gitsync.engine.planner import Settings, Step, plan_app, put, value_at, without
 from gitsync.errors import VerificationError
-from gitsync.gitops import prune as prunelib
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
