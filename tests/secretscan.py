@@ -91,8 +91,9 @@ class ProcessTreeSampler:
     (``/proc/PID/task/*/children``) every few milliseconds while it runs, so that the
     short-lived git, git-remote-https, askpass and ssh processes are seen too."""
 
-    def __init__(self, pid: int, every: float = 0.005) -> None:
+    def __init__(self, pid: int, every: float = 0.005, *, children_only: bool = False) -> None:
         self.pid = pid
+        self.children_only = children_only  # the root's own arguments are its caller's
         self.every = every
         self.samples = 0
         self.seen: dict[int, set[tuple[bytes, bytes]]] = {}  # pid -> {(cmdline, environ)}
@@ -110,19 +111,33 @@ class ProcessTreeSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for pid in self._tree():
-                try:
-                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                    environ = Path(f"/proc/{pid}/environ").read_bytes()
-                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
-                except OSError:
+            tree = self._tree()
+            root = self._read(tree[0]) if self.children_only else None
+            for pid in tree[1 if self.children_only else 0 :]:
+                read = self._read(pid)
+                if read is None:
                     continue  # gone meanwhile
+                cmdline, environ, comm = read
+                # a child between fork and exec still shows its parent's arguments
+                if root is not None and cmdline == root[0]:
+                    continue
                 if cmdline:
                     self.names.add(comm)
                     # a pid that exec'd (git -> git-remote-https) is kept as both
                     self.seen.setdefault(pid, set()).add((cmdline, environ))
             self.samples += 1
             self._stop.wait(self.every)
+
+    @staticmethod
+    def _read(pid: int) -> tuple[bytes, bytes, str] | None:
+        try:
+            return (
+                Path(f"/proc/{pid}/cmdline").read_bytes(),
+                Path(f"/proc/{pid}/environ").read_bytes(),
+                Path(f"/proc/{pid}/comm").read_text().strip(),
+            )
+        except OSError:
+            return None
 
     def _tree(self) -> list[int]:
         found, todo = [], [self.pid]

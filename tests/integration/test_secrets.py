@@ -23,7 +23,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -50,6 +50,7 @@ class Transport:
     needles: list[Needle]
     faults: list[tuple[str, Callable[[], None], Callable[[], None]]]  # what, break, mend
     secret_file: Path  # where the credential is: the search must find it there
+    misuses: list[tuple[str, list[str]]]  # what, the CLI's source arguments
     proof: Callable[[], bool] = lambda: True  # the server saw the credential used
 
 
@@ -92,6 +93,13 @@ def https_transport(upstream: Upstream, tmp_path: Path) -> Iterator[Transport]:
                 ),
             ],
             secret_file=token_file,
+            misuses=[
+                # some Git hosts take a token as a query parameter; gitsync must not
+                ("token in the query", ["--repo", f"{server.url}?private_token={token}"]),
+                ("token in the URL", ["--repo", server.url.replace("//", f"//git:{token}@")]),
+                # the token file given as a CA bundle: what the TLS error says of it
+                ("token as the CA", ["--repo", server.url, "--git-ca-file", str(token_file)]),
+            ],
             proof=lambda: any(token_needles(token)[2].value.decode() in r for r in server.requests),
         )
 
@@ -113,6 +121,23 @@ def ssh_transport(upstream: Upstream, tmp_path: Path) -> Iterator[Transport]:
             needles=key_needles(sshd.key),
             faults=[("wrong path", wrong, right), ("sshd down", sshd.stop, sshd.start)],
             secret_file=sshd.key,
+            misuses=[
+                # the key given as known_hosts and as the CA: what ssh says of its lines
+                (
+                    "key as known_hosts",
+                    [
+                        *("--repo", sshd.url, "--ssh-key-file", str(sshd.key)),
+                        *("--known-hosts-file", str(sshd.key)),
+                    ],
+                ),
+                (
+                    "host key unknown",
+                    [
+                        *("--repo", sshd.url, "--ssh-key-file", str(sshd.key)),
+                        *("--known-hosts-file", os.devnull),
+                    ],
+                ),
+            ],
             proof=lambda: "Accepted publickey" in sshd.log.read_text(),
         )
     finally:
@@ -248,13 +273,17 @@ def run_scenario(
             wait_until(lambda: get(kube, "MyApp", ns, "c") is None, timeout=60, what="c pruned")
             collect_served(haystack, daemon, ns)
             collect_cluster(haystack, kube, kubeconfig, ns)
-            cli_runs = run_cli(haystack, daemon, ns, t)
+            cli = run_cli(haystack, daemon, ns, t)
         assert t.proof(), "the server never saw the credential: the scenario proves nothing"
     finally:
         daemon.stop()
     haystack.add("daemon stdout", daemon.stdout.read_bytes())
     haystack.add("daemon stderr", daemon.stderr.read_bytes())
-    sampler.add_to(haystack)
+    samplers = [sampler, *cli.samplers]
+    for each in samplers:
+        each.add_to(haystack)
+    commands = sum(each.commands for each in samplers)
+    names = set().union(*(each.names for each in samplers))
     log_lines = daemon.stdout.read_bytes().count(b"\n") + daemon.stderr.read_bytes().count(b"\n")
     haystack.add_tree(work / "cache")
     haystack.add_tree(work / "cli-cache")
@@ -269,11 +298,10 @@ def run_scenario(
     print(
         f"FIGURES secrets {t.url.split(':')[0]}: hits {len(hits)}; searched {len(haystack.items)}"
         f" items, {haystack.lines} lines ({log_lines} daemon log lines), {haystack.files} files,"
-        f" {sampler.commands} process command lines ({sampler.samples} samples;"
-        f" {', '.join(sorted(sampler.names))}), {cli_runs} CLI runs;"
+        f" {commands} process command lines ({', '.join(sorted(names))}), {cli.count} CLI runs;"
         f" {len(t.needles)} spellings"
     )
-    assert hits == []
+    assert hits == [], "\n".join(hits)
     # every kind of git child was seen at least once while fetching
     assert "git" in sampler.names
 
@@ -315,37 +343,47 @@ def collect_cluster(haystack: Haystack, kube: Kube, kubeconfig: str, ns: str) ->
         haystack.add(f"gitsync drift {fmt}", out.stdout + out.stderr)
 
 
-def run_cli(haystack: Haystack, daemon: Daemon, ns: str, t: Transport) -> int:
-    """validate, diff and sync with the daemon's credentials, as JSON and text logs, with
-    each fault in force and with none; returns how many runs."""
-    runs = 0
-    source = ["--repo", t.url, "--path", "apps", "-n", ns, *t.credential_args]
-    source += ["--cache-dir", str(daemon.work / "cli-cache")]
-    cases: list[tuple[str, Callable[[], None], Callable[[], None]]] = [
-        ("ok", lambda: None, lambda: None),
-        *t.faults,
-    ]
-    for what, breaks, mends in cases:
+def run_cli(haystack: Haystack, daemon: Daemon, ns: str, t: Transport) -> CliRuns:
+    """validate, diff and sync with the daemon's credentials, as JSON and text logs: with
+    none of the faults, with each, and with each of the transport's misuses (a credential
+    where it does not belong: refused or failing, without showing it)."""
+    runs = CliRuns()
+    source = ["--repo", t.url, *t.credential_args]
+    common = ["--path", "apps", "-n", ns, "--cache-dir", str(daemon.work / "cli-cache")]
+    nothing: Callable[[], None] = lambda: None  # noqa: E731
+    cases = [("ok", nothing, nothing, source), *((w, b, m, source) for w, b, m in t.faults)]
+    cases += [(what, nothing, nothing, args) for what, args in t.misuses]
+    for what, breaks, mends, args in cases:
         breaks()
         try:
             for command in ("validate", "diff", "sync"):
                 for log_format in ("json", "text"):
                     env = {**daemon.env, "GITSYNC_LOG_FORMAT": log_format}
                     extra = ["--status-namespace", ns] if command == "sync" else []
-                    out = subprocess.run(
-                        [GITSYNC, command, *source, *extra],
-                        capture_output=True,
-                        timeout=180,
-                        env=env,
+                    argv = [GITSYNC, command, *args, *common, *extra]
+                    proc = subprocess.Popen(
+                        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
                     )
-                    runs += 1
+                    # a misuse's credential is in gitsync's own arguments: the user put
+                    # it there. What counts is whether gitsync hands it on
+                    misuse = args is not source
+                    with ProcessTreeSampler(proc.pid, children_only=misuse) as sampler:
+                        out, err = proc.communicate(timeout=180)
+                    runs.samplers.append(sampler)
+                    runs.count += 1
                     if what != "ok":
-                        assert out.returncode != 0, f"{command} with {what} succeeded"
-                        assert b"Traceback" not in out.stderr
-                    haystack.add(f"{command} ({what}, {log_format})", out.stdout + out.stderr)
+                        assert proc.returncode != 0, f"{command} with {what} succeeded"
+                    assert b"Traceback" not in err, err.decode()
+                    haystack.add(f"{command} ({what}, {log_format})", out + err)
         finally:
             mends()
     return runs
+
+
+@dataclass
+class CliRuns:
+    count: int = 0
+    samplers: list[ProcessTreeSampler] = field(default_factory=list)
 
 
 def test_an_https_token_appears_nowhere(
