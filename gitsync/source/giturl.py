@@ -42,6 +42,8 @@ def check_url(url: str, allow_insecure: bool) -> None:
         raise ConfigError(
             "the repository URL must not contain credentials; give a token file instead"
         )
+    if scheme != "file":
+        _check_no_hidden_secret(scheme, url.split(":", 1)[1].lstrip("/"))
     if scheme in INSECURE_SCHEMES and not allow_insecure:
         raise ConfigError(
             f"{scheme}:// is neither authenticated nor encrypted; allow it explicitly"
@@ -53,3 +55,21 @@ def check_url(url: str, allow_insecure: bool) -> None:
         raise ConfigError(f"the repository URL {redact_url(url)!r} has no host")
     if (parts.hostname or "").startswith("-"):  # ssh://-oProxyCommand=...: not a host
         raise ConfigError(f"the repository URL {redact_url(url)!r} has an invalid host")
+
+
+def _check_no_hidden_secret(scheme: str, rest: str) -> None:
+    """Refuse what urlsplit does not see as a credential but git and its helpers would
+    still carry on every command line (``git ls-remote URL``, ``git-remote-https URL``,
+    readable by any user of the host) and perhaps send: a password holding a "/"
+    (``https://u:to/ken@h``: urlsplit reads the host as "u"), and a query string or
+    fragment (``?private_token=``). The message never echoes the URL."""
+    userinfo = rest[: rest.rfind("@")] if "@" in rest else ""
+    if (scheme in ("https", "http") and userinfo) or ":" in userinfo:
+        raise ConfigError(
+            "the repository URL must not contain credentials; give a token file instead"
+        )
+    if "?" in rest or "#" in rest:
+        raise ConfigError(
+            "the repository URL must not contain a query string or fragment (git would show"
+            " it on its command line); give a token in a token file instead"
+        )
