@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.gitserver import Upstream, free_port, serve_http_git
 from tests.integration.test_drift import drift_of, kubectl
 from tests.netfixtures import self_signed
