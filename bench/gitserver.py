@@ -8,7 +8,7 @@ dumb HTTP protocol), so the benchmark serves its bare repository this way.
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
@@ -20,19 +20,10 @@ class _Server(ThreadingHTTPServer):
     root: Path
 
 
-class _Backend(BaseHTTPRequestHandler):
+class _Backend(githttp.Handler):
     server: _Server
 
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # one line per fetch would swamp the benchmark's output
-
-    def _serve(self) -> None:
+    def serve(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         root = self.server.root
         githttp.reply(self, githttp.run_backend(self, body, root, home=root, timeout=60))

@@ -13,6 +13,23 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 
+class Handler(BaseHTTPRequestHandler):
+    """GET and POST both go to :meth:`serve` (the smart protocol uses both); no access log,
+    one line a fetch would swamp the output."""
+
+    def do_GET(self) -> None:
+        self.serve()
+
+    def do_POST(self) -> None:
+        self.serve()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def serve(self) -> None:
+        raise NotImplementedError
+
+
 def run_backend(
     handler: BaseHTTPRequestHandler,
     body: bytes,

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -160,21 +160,12 @@ class HttpGit:
     set_token: Callable[[str], None] = lambda _: None  # what the server accepts from now on
 
 
-class _Backend(BaseHTTPRequestHandler):
+class _Backend(githttp.Handler):
     """Runs ``git http-backend`` as a CGI for each request, after HTTP Basic auth."""
 
     server: _Server
 
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _serve(self) -> None:
+    def serve(self) -> None:
         auth = self.headers.get("Authorization", "")
         self.server.seen.append(f"{self.headers.get('Host')} {self.requestline} {auth}")
         if self.path.startswith("/moved.git/"):  # a redirect to another host name
