@@ -19,7 +19,8 @@ from gitsync.model.api import DEFAULT_FORCE_MANAGERS
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source import manifests
 from gitsync.source.cache import default_cache_dir
-from gitsync.source.checkout import Credentials, open_source
+from gitsync.source.checkout import open_source
+from gitsync.source.gitenv import Credentials
 from gitsync.source.keyring import verifier_of
 
 
