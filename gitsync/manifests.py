@@ -26,7 +26,7 @@ from gitsync._files import manifest_files, position, read_text, within
 from gitsync._yaml import Composer, Loader, TooComplex, line_of
 from gitsync.api import Obj
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
-from gitsync.schema import Checker, Problems, field_name, is_dns_label
+from gitsync.schema import Checker, Problems, field_name, is_dns_label, key_text
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,7 @@ def _check_document(
         errors.append(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
     for path, message in problems:
         field = field_name(path) or None
-        at, col = line_of(node, path)
+        at, col = line_of(node, path, key_text)
         errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
     errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
