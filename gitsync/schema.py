@@ -289,7 +289,7 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
     if not isinstance(value, list):
         out.append((path, f"must be a list of name/value pairs, found {_kind(value)}"))
         return
-    seen: dict[object, int] = {}
+    seen: dict[str, int] = {}
     for i, item in enumerate(value):
         here = (*path, i)
         if not isinstance(item, dict):
@@ -305,7 +305,8 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
             out.append(
                 ((*here, "name"), f"duplicate env name {quote(name)} (also env[{seen[name]}])")
             )
-        seen.setdefault(name, i)
+        else:
+            seen[name] = i  # a string: a list or mapping as a name is not hashable
         env_value = item.get("value", "")
         if not isinstance(env_value, str):
             msg = f"must be a string, found {_kind(env_value)}; quote it in the YAML"

@@ -208,6 +208,8 @@ CASES: list[Case] = [
     Case("replicas-negative", _SCHEMA, one("replicas-negative.yaml", 7, 3, f"spec.replicas: {INT32}, found number -1")),
     Case("port-out-of-range", _SCHEMA, one("port-out-of-range.yaml", 7, 3, "spec.port: must be an integer from 1 to 65535, found number 70000")),
     Case("image-empty", _SCHEMA, one("image-empty.yaml", 6, 3, "spec.image: must be a non-empty image reference, found string ''")),
+    # was a TypeError out of the schema (a traceback), before; found by make fuzz
+    Case("env-name-list", _SCHEMA, one("env-name-list.yaml", 8, 5, "spec.env[0].name: must be a non-empty string, found a list")),
     Case("env-duplicate-name", _SCHEMA, one("env-duplicate-name.yaml", 10, 5, "spec.env[1].name: duplicate env name 'A' (also env[0])")),
     Case("reserved-label", _SCHEMA, one("reserved-label.yaml", 6, 5, "metadata.labels.gitsync.apps.example.com/source: is set by gitsync; remove it")),
     Case("drift-policy", _SCHEMA, one("drift-policy.yaml", 7, 3, "spec.driftPolicy: must be one of correct, report, found string 'ignore'")),

@@ -280,6 +280,10 @@ def mutated_myapp(draw: st.DrawFn) -> str:
 
 @given(mutated_myapp())
 @example("\n".join(render(VALID)) + "\n")
+# found by make fuzz: a list as an env name was a TypeError (a traceback) in the schema
+@example(
+    'kind: "MyApp"\nspec:\n  image: "nginx:1.27"\n  env:\n    - name: [a, b]\n      value: "1"\n'
+)
 def test_mutated_myapps(text: str) -> None:
     result = load_text(text.encode("utf-8", "surrogatepass"))
     check(result, text)
