@@ -30,7 +30,7 @@ from gitsync.managedfields import (
     owners_of,
     pick_owner,
 )
-from gitsync.quantity import canonical_quantity
+from gitsync.quantity import resource_quantity
 
 #: integer fields that manifests may spell as digit strings
 INT_FIELDS: Final = frozenset({"replicas", "port", "containerPort"})
@@ -130,7 +130,7 @@ def _quantities(quantities: Obj) -> Obj:
     out: Obj = {}
     for name, q in quantities.items():
         try:
-            out[name] = canonical_quantity(q)
+            out[name] = resource_quantity(q)
         except ValueError:
             out[name] = q
     return out

@@ -80,6 +80,17 @@ def canonical_quantity(value: str | int | float) -> str:
     return _canonical_text(_as_text(value))
 
 
+def resource_quantity(value: str | int | float) -> str:
+    """The string the API server stores for ``value`` in a ResourceList (the requests and
+    limits of a container, a quota): the quantity rounded up to a whole milli first.
+
+    core/v1's defaulting does this to every ResourceList (``SetDefaults_ResourceList``);
+    a value that changes drops the input string, so ``2n`` is stored as ``1m`` and
+    ``1.4727`` as ``1473m``. Rendering anything else would look drifted for ever.
+    """
+    return _resource_text(_as_text(value))
+
+
 def quantities_equal(a: str | int | float, b: str | int | float) -> bool:
     """Equal as quantities (``1000m`` == ``1``, ``1Gi`` == ``1024Mi``).
 
@@ -114,6 +125,18 @@ def _canonical_text(text: str) -> str:
     if parsed.cached is not None:
         return parsed.cached
     return _format(parsed.value, parsed.format)
+
+
+@lru_cache(maxsize=4096)
+def _resource_text(text: str) -> str:
+    parsed = _parse(text)
+    milli = parsed.value * 1000
+    if milli.denominator == 1:
+        return parsed.cached if parsed.cached is not None else _format(parsed.value, parsed.format)
+    # away from zero, as inf.Dec's RoundUp and int64Amount's AsScale round
+    whole = math.ceil(abs(milli))
+    rounded = Fraction(-whole if milli < 0 else whole, 1000)
+    return _format(rounded, parsed.format)
 
 
 def _parse(text: str) -> _Parsed:

@@ -13,7 +13,7 @@ import re
 from typing import Any, Final
 
 from gitsync.api import API_VERSION, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj, subject
-from gitsync.quantity import canonical_quantity
+from gitsync.quantity import resource_quantity
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
@@ -137,7 +137,7 @@ def _resources(resources: Obj, who: str) -> Obj:
         if not quantities:
             continue
         try:
-            out[part] = {k: canonical_quantity(v) for k, v in quantities.items()}
+            out[part] = {k: resource_quantity(v) for k, v in quantities.items()}
         except ValueError as e:
             raise ValueError(f"{who}: spec.resources.{part}: {e}") from e
     return out

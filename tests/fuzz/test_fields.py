@@ -64,7 +64,9 @@ def test_fields_v1_round_trip(paths: set[tuple[str, ...]]) -> None:
 
 
 NAMES = st.text(st.characters(codec="ascii", categories=["L", "N"]), min_size=1, max_size=6)
-QUANTITY = st.sampled_from(["1", "1000m", "0.5", "500m", "1Gi", "1024Mi", "128Mi", "2e3", "x"])
+QUANTITY = st.sampled_from(
+    ["1", "1000m", "0.5", "500m", "1Gi", "1024Mi", "128Mi", "2e3", "x", "2n", "1.4727", "100u"]
+)
 
 
 @st.composite

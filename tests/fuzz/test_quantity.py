@@ -19,6 +19,7 @@ from gitsync.quantity import (
     canonical_quantity,
     parse_quantity,
     quantities_equal,
+    resource_quantity,
 )
 
 DECIMAL = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"]
@@ -65,6 +66,23 @@ def test_equal_canonical_forms_are_equal_values(a: str, b: str) -> None:
         assert parse_quantity(a) == parse_quantity(b)
     assert quantities_equal(a, b) == (parse_quantity(a) == parse_quantity(b))
     assert quantities_equal(a, b) == quantities_equal(b, a)
+
+
+@given(quantity_text())
+@example("2n")
+@example("1.4727")
+@example("009802E-9")
+@example("216.3004Ki")
+def test_a_resource_list_holds_whole_millis(text: str) -> None:
+    value = parse_quantity(text)
+    stored = resource_quantity(text)
+    held = parse_quantity(stored)
+    # rounded away from zero to a whole milli, and never further
+    assert (held * 1000).denominator == 1
+    assert abs(held) >= abs(value) and abs(held - value) < Fraction(1, 1000)
+    assert resource_quantity(stored) == stored
+    if (value * 1000).denominator == 1:
+        assert stored == canonical_quantity(text)
 
 
 NANOS = st.integers(-(10**30), 10**30)
