@@ -19,7 +19,7 @@ import pytest
 from gitsync.errors import ManifestError
 from gitsync.manifests import LoadResult, load
 from tests.corpus.cases import CASES
-from tests.corpus.layout import CORPUS, Case, Error, good_apps, lay_out
+from tests.corpus.layout import CORPUS, FILES, Case, Error, good_apps, lay_out
 
 NAMESPACE = "corpus-ns"
 GOOD = ["victim", "fresh-a", "fresh-b"]
@@ -119,8 +119,6 @@ def test_the_corpus_is_large_and_covers_every_class(tmp_path: Path) -> None:
     assert len(kinds) == 13, kinds
     # every committed case file belongs to a case
     names = {c.name for c in CASES}
-    from tests.corpus.layout import FILES
-
     assert {p.name.removesuffix(".yaml") for p in FILES.iterdir()} <= names
 
 
