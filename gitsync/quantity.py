@@ -2,7 +2,8 @@
 
 The API server parses every quantity of a built-in type (container resources) and
 stores the string ``resource.Quantity.String()`` returns. gitsync renders that exact
-string, so that desired == stored with plain ``==`` and nothing looks drifted.
+string (checked against kube-apiserver by tests/integration/test_quantity_oracle.py),
+so that desired == stored with plain ``==`` and nothing looks drifted.
 
 This module mirrors ``k8s.io/apimachinery/pkg/api/resource`` (read, not copied):
 
@@ -13,7 +14,10 @@ This module mirrors ``k8s.io/apimachinery/pkg/api/resource`` (read, not copied):
 - canonical form: the largest suffix that needs no fraction (``1024Mi`` -> ``1Gi``,
   ``1.5`` -> ``1500m``); BinarySI below 1024 or with a fraction falls back to DecimalSI;
 - an input already in canonical form whose digits fit an int64 is kept *as written*
-  (the parser caches the input string), which is why ``+1`` and ``0100m`` survive.
+  (the parser caches the input string), which is why ``+1`` and ``0100m`` survive;
+- in a ResourceList (container requests and limits), core/v1's defaulting then rounds
+  the value up to a whole milli, dropping the input string if that changes it:
+  :func:`resource_quantity`, which is what gitsync renders and compares.
 """
 
 from __future__ import annotations
