@@ -42,11 +42,15 @@ def test_a_signature_of_another_body_is_refused(secret: bytes, body: bytes, othe
 
 
 @given(SECRETS, SECRETS, BODIES)
+# found by make fuzz: HMAC pads a key shorter than its block (64 bytes) with zeros
+# (RFC 2104), so b"k" and b"k\0" are one key; HMAC's own, and no way in without the key
+@example(b"\xff\xfe", b"\xff\xfe\x00", b"")
 def test_a_signature_with_another_secret_is_refused(
     secret: bytes, other: bytes, body: bytes
 ) -> None:
     headers = {"X-Hub-Signature-256": signature(other, body)}
-    assert verify(headers, body, secret) == (secret == other)
+    same_key = secret.rstrip(b"\0") == other.rstrip(b"\0")  # both at most 64 bytes
+    assert verify(headers, body, secret) == same_key
 
 
 @given(SECRETS, BODIES, st.integers(0, 70), st.sampled_from("0123456789abcdefABCDEF"))
