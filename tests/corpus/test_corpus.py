@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.errors import ManifestError
-from gitsync.manifests import LoadResult, load
+from gitsync.source.manifests import LoadResult, load
 from tests.corpus.cases import CASES
 from tests.corpus.layout import CORPUS, FILES, Case, Error, good_apps, lay_out
 

@@ -1,4 +1,5 @@
-"""FieldsV1 (gitsync.managedfields) and drift canonicalisation (gitsync.drift) as properties."""
+"""FieldsV1 (gitsync.engine.managedfields) and drift canonicalisation
+(gitsync.engine.drift) as properties."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gitsync.drift import canonicalise, drift_items, fast_equal
-from gitsync.managedfields import fields_of, human_path, key_element, leaf_paths
+from gitsync.engine.drift import canonicalise, drift_items, fast_equal
+from gitsync.engine.managedfields import fields_of, human_path, key_element, leaf_paths
 
 # any text, the escapes the API server writes differently from Python's json included
 TEXT = st.text(max_size=12)

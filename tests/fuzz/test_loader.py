@@ -16,8 +16,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gitsync.errors import GitsyncError, ManifestError
-from gitsync.manifests import LoadResult, load
-from gitsync.schema import Checker, Problems, is_dns_label
+from gitsync.model.schema import Checker, Problems, is_dns_label
+from gitsync.source.manifests import LoadResult, load
 
 NAMESPACE = "fuzz"
 

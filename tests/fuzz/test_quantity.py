@@ -1,4 +1,4 @@
-"""Quantity canonicalisation (gitsync.quantity) as properties.
+"""Quantity canonicalisation (gitsync.model.quantity) as properties.
 
 resource.Quantity's rules, as the module mirrors them: the canonical string holds the
 parsed value exactly (nano precision, binary values capped); canonicalising is idempotent;
@@ -13,7 +13,7 @@ from fractions import Fraction
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gitsync.quantity import (
+from gitsync.model.quantity import (
     _format,  # the encoder, checked on its own
     _parse,
     canonical_quantity,

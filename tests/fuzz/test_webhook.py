@@ -1,4 +1,4 @@
-"""The push webhook verifier (gitsync.webhook.verify) as properties: only the right HMAC of
+"""The push webhook verifier (gitsync.daemon.webhook.verify) as properties: only the right HMAC of
 the exact body, or the exact GitLab token, is accepted; junk headers never raise."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hmac
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gitsync.webhook import MAX_BODY, Receiver, verify
+from gitsync.daemon.webhook import MAX_BODY, Receiver, verify
 
 SECRETS = st.binary(min_size=1, max_size=64)
 BODIES = st.binary(max_size=512)

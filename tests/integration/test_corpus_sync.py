@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from tests.corpus.cases import CASES
 from tests.corpus.layout import CORPUS, GOOD, good_apps, lay_out
 from tests.corpus.test_corpus import expected, flags, matches

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 
-from gitsync.kube import Kube, resource_path
-from gitsync.quantity import resource_quantity
+from gitsync.kube.client import Kube, resource_path
+from gitsync.model.quantity import resource_quantity
 
 SEED = 20261203
 SAMPLE = 600
