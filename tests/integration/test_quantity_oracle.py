@@ -3,8 +3,8 @@
 A seeded sample of quantities in every format family (suffixes, exponents, fractions,
 leading zeros and signs, values past int64 and below a nano) goes into ResourceQuotas by
 a dry-run apply; the strings the API server hands back are resource.Quantity's own
-canonical forms, and gitsync.quantity must give the same, byte for byte. Dry-run: nothing
-is stored.
+canonical forms, and gitsync.model.quantity must give the same, byte for byte. Dry-run:
+nothing is stored.
 """
 
 from __future__ import annotations
