@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults test demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults fuzz test demo run bench clean
 
 all: test
 
@@ -69,6 +69,11 @@ integration: cluster chromium sshd
 # private control plane of their own; `make test` runs a short version of each
 faults: $(STAMP)
 	GITSYNC_FAULTS=long $(PY) -m pytest -m faults -s tests/faults
+
+# the property tests (tests/fuzz) with a long budget: random, GITSYNC_FUZZ_EXAMPLES per
+# property (3000 by default, about 12 minutes); `make test` runs 150 each, derandomized
+fuzz: $(STAMP)
+	GITSYNC_FUZZ=long $(PY) -m pytest -p no:cacheprovider --hypothesis-show-statistics tests/fuzz
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
 test: lint typecheck cluster peers chromium sshd

@@ -41,15 +41,26 @@ def verify(headers: Mapping[str, str], body: bytes, secret: bytes) -> bool:
     signature = lowered.get(_GITHUB)
     if signature is not None and _github_ok(signature, body, secret):
         return True
-    token = lowered.get(_GITLAB)
+    token = _utf8(lowered.get(_GITLAB))
     # compare_digest: the time taken must not tell an attacker how much of a guess was right
-    return token is not None and hmac.compare_digest(token.encode("utf-8", "replace"), secret)
+    return token is not None and hmac.compare_digest(token, secret)
 
 
 def _github_ok(signature: str, body: bytes, secret: bytes) -> bool:
     expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    got = _utf8(signature.strip())
     # bytes, not str: compare_digest refuses non-ASCII str, and the header is attacker input
-    return hmac.compare_digest(signature.strip().encode("utf-8", "replace"), expected.encode())
+    return got is not None and hmac.compare_digest(got, expected.encode())
+
+
+def _utf8(value: str | None) -> bytes | None:
+    """A header value as bytes; None for one that has none (a lone surrogate). Not
+    "replace": that would turn any unencodable character into "?", so a token of junk
+    could match a secret holding a "?"."""
+    try:
+        return value.encode("utf-8") if value is not None else None
+    except UnicodeEncodeError:
+        return None
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:

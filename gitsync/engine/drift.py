@@ -30,7 +30,7 @@ from gitsync.engine.managedfields import (
 )
 from gitsync.model.api import DEFAULT_FORCE_MANAGERS, FIELD_MANAGER, Obj
 from gitsync.model.integers import as_integer
-from gitsync.model.quantity import canonical_quantity
+from gitsync.model.quantity import resource_quantity
 
 #: integer fields: compared as the integers they stand for (gitsync.model.integers)
 INT_FIELDS: Final = frozenset({"replicas", "port", "containerPort"})
@@ -130,7 +130,7 @@ def _quantities(quantities: Obj) -> Obj:
     out: Obj = {}
     for name, q in quantities.items():
         try:
-            out[name] = canonical_quantity(q)
+            out[name] = resource_quantity(q)
         except ValueError:
             out[name] = q
     return out

@@ -2,7 +2,8 @@
 
 The API server parses every quantity of a built-in type (container resources) and
 stores the string ``resource.Quantity.String()`` returns. gitsync renders that exact
-string, so that desired == stored with plain ``==`` and nothing looks drifted.
+string (checked against kube-apiserver by tests/integration/test_quantity_oracle.py),
+so that desired == stored with plain ``==`` and nothing looks drifted.
 
 This module mirrors ``k8s.io/apimachinery/pkg/api/resource`` (read, not copied):
 
@@ -13,7 +14,10 @@ This module mirrors ``k8s.io/apimachinery/pkg/api/resource`` (read, not copied):
 - canonical form: the largest suffix that needs no fraction (``1024Mi`` -> ``1Gi``,
   ``1.5`` -> ``1500m``); BinarySI below 1024 or with a fraction falls back to DecimalSI;
 - an input already in canonical form whose digits fit an int64 is kept *as written*
-  (the parser caches the input string), which is why ``+1`` and ``0100m`` survive.
+  (the parser caches the input string), which is why ``+1`` and ``0100m`` survive;
+- in a ResourceList (container requests and limits), core/v1's defaulting then rounds
+  the value up to a whole milli, dropping the input string if that changes it:
+  :func:`resource_quantity`, which is what gitsync renders and compares.
 
 Why not ``kubernetes.utils.parse_quantity``/``format_quantity``: they give a value and
 format one with the suffix the caller picks, but not the string the API server stores
@@ -85,6 +89,17 @@ def canonical_quantity(value: str | int | float) -> str:
     return _canonical_text(_as_text(value))
 
 
+def resource_quantity(value: str | int | float) -> str:
+    """The string the API server stores for ``value`` in a ResourceList (the requests and
+    limits of a container, a quota): the quantity rounded up to a whole milli first.
+
+    core/v1's defaulting does this to every ResourceList (``SetDefaults_ResourceList``);
+    a value that changes drops the input string, so ``2n`` is stored as ``1m`` and
+    ``1.4727`` as ``1473m``. Rendering anything else would look drifted for ever.
+    """
+    return _resource_text(_as_text(value))
+
+
 def quantities_equal(a: str | int | float, b: str | int | float) -> bool:
     """Equal as quantities (``1000m`` == ``1``, ``1Gi`` == ``1024Mi``).
 
@@ -119,6 +134,18 @@ def _canonical_text(text: str) -> str:
     if parsed.cached is not None:
         return parsed.cached
     return _format(parsed.value, parsed.format)
+
+
+@lru_cache(maxsize=4096)
+def _resource_text(text: str) -> str:
+    parsed = _parse(text)
+    milli = parsed.value * 1000
+    if milli.denominator == 1:
+        return parsed.cached if parsed.cached is not None else _format(parsed.value, parsed.format)
+    # away from zero, as inf.Dec's RoundUp and int64Amount's AsScale round
+    whole = math.ceil(abs(milli))
+    rounded = Fraction(-whole if milli < 0 else whole, 1000)
+    return _format(rounded, parsed.format)
 
 
 def _parse(text: str) -> _Parsed:

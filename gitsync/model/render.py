@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from gitsync.model.api import API_VERSION, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj, subject
 from gitsync.model.integers import as_integer
-from gitsync.model.quantity import canonical_quantity
+from gitsync.model.quantity import resource_quantity
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
@@ -136,7 +136,7 @@ def _resources(resources: Obj, who: str) -> Obj:
         if not quantities:
             continue
         try:
-            out[part] = {k: canonical_quantity(v) for k, v in quantities.items()}
+            out[part] = {k: resource_quantity(v) for k, v in quantities.items()}
         except ValueError as e:
             raise ValueError(f"{who}: spec.resources.{part}: {e}") from e
     return out

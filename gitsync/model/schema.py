@@ -36,6 +36,7 @@ _QUALIFIED_KEY = re.compile(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 )
+_IMAGE = re.compile(r"[!-~]+")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # Kubernetes quantities (resource.Quantity), non-negative: 100m, 1.5, 128Mi, 1e3
 _QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
@@ -82,6 +83,16 @@ def field_name(path: FieldPath) -> str:
     return name
 
 
+def key_text(key: object) -> str:
+    """A mapping key as a field path segment: a string as it is, a key YAML read as
+    something else as it would be written (``~`` is ``null``, ``on`` is ``true``)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)
+    return str(key)
+
+
 def is_dns_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.fullmatch(value))
 
@@ -102,10 +113,19 @@ def _kind(value: object) -> str:
     if isinstance(value, int | float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {quote(value)}"
+        return f"string {quote(value)}{_non_ascii(value)}"
     if isinstance(value, list | dict):
         return "a list" if isinstance(value, list) else "a mapping"
     return f"a {type(value).__name__}"  # a date or timestamp, which YAML also knows
+
+
+def _non_ascii(value: str) -> str:
+    """Where a string leaves ASCII: a homoglyph (Cyrillic "\\u0435" for "e") looks like the
+    letter it imitates even quoted, so the message names it."""
+    if value.isascii():
+        return ""
+    at, char = next((i, c) for i, c in enumerate(value) if not c.isascii())
+    return f" (character {at + 1} is U+{ord(char):04X}, not ASCII)"
 
 
 def denied_by(
@@ -150,7 +170,7 @@ class Checker:
             if key == "status":
                 out.append((("status",), "status is written by the operator, not by Git"))
             elif key not in ("apiVersion", "kind", "metadata", "spec"):
-                out.append(((str(key),), "unknown field (a MyApp has metadata and spec)"))
+                out.append(((key_text(key),), "unknown field (a MyApp has metadata and spec)"))
         metadata = self._metadata(doc.get("metadata"), out)
         spec = _spec(doc.get("spec"), out)
         if metadata is None or spec is None or out:
@@ -166,7 +186,7 @@ class Checker:
         for key in meta:
             if key not in ("name", "namespace", "labels", "annotations"):
                 msg = "unknown field (gitsync applies name, namespace, labels, annotations)"
-                out.append((("metadata", str(key)), msg))
+                out.append((("metadata", key_text(key)), msg))
         name = meta.get("name")
         if not is_dns_label(name):
             msg = f"must be a DNS-1123 label (a-z, 0-9, '-', at most 63), found {_kind(name)}"
@@ -204,7 +224,7 @@ def _string_map(value: object, field: str, reserved: tuple[str, ...], out: Probl
         out.append((("metadata", field), f"must be a mapping of strings, found {_kind(value)}"))
         return {}
     for key, item in value.items():
-        path: FieldPath = ("metadata", field, str(key))
+        path: FieldPath = ("metadata", field, key_text(key))
         if not isinstance(key, str) or not _QUALIFIED_KEY.fullmatch(key) or len(key) > 317:
             out.append((path, "invalid key: [dns-prefix/]name, name at most 63 of a-z0-9-_."))
         elif key in reserved and not (key == MANAGED_BY_LABEL and item == MANAGED_BY):
@@ -222,9 +242,11 @@ def _spec(spec: object, out: Problems) -> Obj | None:
         return None
     result: Obj = {}
     for key, value in spec.items():
-        path: FieldPath = ("spec", str(key))
+        path: FieldPath = ("spec", key_text(key))
         if key == "image":
-            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+            # printable ASCII, as every image reference is: an invisible or look-alike
+            # character (a registry host spelled with a Cyrillic letter) is refused here
+            if not isinstance(value, str) or not _IMAGE.fullmatch(value):
                 out.append((path, f"must be a non-empty image reference, found {_kind(value)}"))
         elif key == "replicas":
             value = _integer(value, 0, _INT32_MAX, path, out)
@@ -261,7 +283,7 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
     if not isinstance(value, list):
         out.append((path, f"must be a list of name/value pairs, found {_kind(value)}"))
         return
-    seen: dict[object, int] = {}
+    seen: dict[str, int] = {}
     for i, item in enumerate(value):
         here = (*path, i)
         if not isinstance(item, dict):
@@ -269,7 +291,7 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
             continue
         for key in item:
             if key not in ("name", "value"):
-                out.append(((*here, str(key)), "unknown field (known: name, value)"))
+                out.append(((*here, key_text(key)), "unknown field (known: name, value)"))
         name = item.get("name")
         if not isinstance(name, str) or not name:
             out.append(((*here, "name"), f"must be a non-empty string, found {_kind(name)}"))
@@ -277,7 +299,8 @@ def _env(value: object, path: FieldPath, out: Problems) -> None:
             out.append(
                 ((*here, "name"), f"duplicate env name {quote(name)} (also env[{seen[name]}])")
             )
-        seen.setdefault(name, i)
+        else:
+            seen[name] = i  # a string: a list or mapping as a name is not hashable
         env_value = item.get("value", "")
         if not isinstance(env_value, str):
             msg = f"must be a string, found {_kind(env_value)}; quote it in the YAML"
@@ -289,7 +312,7 @@ def _resources(value: object, path: FieldPath, out: Problems) -> None:
         out.append((path, f"must be a mapping with requests and limits, found {_kind(value)}"))
         return
     for group, amounts in value.items():
-        here: FieldPath = (*path, str(group))
+        here: FieldPath = (*path, key_text(group))
         if group not in ("requests", "limits"):
             out.append((here, "unknown field (known: requests, limits)"))
         elif not isinstance(amounts, dict):
@@ -297,12 +320,12 @@ def _resources(value: object, path: FieldPath, out: Problems) -> None:
         else:
             for name, amount in amounts.items():
                 if not isinstance(name, str) or not name:
-                    out.append(((*here, str(name)), "a resource name must be a string"))
+                    out.append(((*here, key_text(name)), "a resource name must be a string"))
                 if isinstance(amount, float) and amount.is_integer() and abs(amount) < 2**53:
                     # 1e3 reads as a float, as kubectl reads it, and goes on the wire as
                     # the JSON number 1000, as kubectl sends it
                     amount = amounts[name] = int(amount)
-                _quantity(amount, (*here, str(name)), out)
+                _quantity(amount, (*here, key_text(name)), out)
 
 
 def _quantity(amount: object, path: FieldPath, out: Problems) -> None:

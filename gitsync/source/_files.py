@@ -94,6 +94,13 @@ def _is_dir(
             if is_manifest or real.is_dir():
                 errors.append(ManifestError(rel, "symlink resolves outside the repository"))
             return None
+        if any(part.startswith(".") for part in real.relative_to(root).parts):
+            # hidden entries are never read (the walk skips them), and a link must not
+            # read them either: .git holds the fetch's state, not manifests
+            if is_manifest or real.is_dir():
+                msg = "symlink resolves to a hidden entry of the repository (such as .git)"
+                errors.append(ManifestError(rel, msg))
+            return None
     return entry.is_dir()
 
 
@@ -141,7 +148,20 @@ def _read(rel: str, fd: int, max_bytes: int) -> bytes:
     return data
 
 
+# UTF-32 first: its little-endian mark starts with UTF-16's
+_OTHER_ENCODINGS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
 def _decode(rel: str, data: bytes) -> str:
+    for mark, encoding in _OTHER_ENCODINGS:
+        if data.startswith(mark):
+            msg = f"the file is {encoding} (it starts with its byte order mark); write it as UTF-8"
+            raise ManifestError(rel, msg, line=1, column=1)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

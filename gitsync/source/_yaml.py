@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from yaml.constructor import ConstructorError
+from yaml.constructor import ConstructorError, SafeConstructor
 
 from gitsync.errors import plain_or_quote, quote
 
@@ -167,9 +167,38 @@ def _int_or_float(text: str) -> float | None:
     return float(number) if number is not None else go_float(text)
 
 
+def _timestamp(text: str) -> object | None:
+    # PyYAML's own constructor fails with an AttributeError on what its pattern does not
+    # match (a five-digit year); only an explicit !!timestamp gets here, plain dates stay
+    # strings
+    node = yaml.ScalarNode("tag:yaml.org,2002:timestamp", text)
+    try:
+        return SafeConstructor.construct_yaml_timestamp(_TIMESTAMPS, node)
+    except (AttributeError, ValueError, OverflowError):
+        return None
+
+
+_TIMESTAMPS = SafeConstructor()
+
 Loader.add_constructor(INT, _construct("an integer", go_int))
 Loader.add_constructor(FLOAT, _construct("a float", _int_or_float))
 Loader.add_constructor(BOOL, _construct("a boolean", _BOOLS.get))
+Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct("a timestamp", _timestamp))
+
+
+def key_value(node: yaml.Node) -> object:
+    """What a scalar mapping key constructs to (``~`` is None, ``0x1`` is 1, ``on`` is
+    True), so that a field path built from constructed keys finds its key node again."""
+    if not isinstance(node, yaml.ScalarNode):
+        return node
+    text = str(node.value)
+    read: dict[str, Callable[[str], object | None]] = {
+        NULL: lambda _: None,
+        BOOL: _BOOLS.get,
+        INT: go_int,
+        FLOAT: _int_or_float,
+    }
+    return read[node.tag](text) if node.tag in read else text
 
 
 # --- composing, within bounds --------------------------------------------------------------
@@ -348,13 +377,21 @@ def _tag(ev: Any, default: str) -> str:
     return default if ev.tag in (None, "!") else str(ev.tag)
 
 
-def line_of(node: yaml.Node, path: Sequence[str | int]) -> tuple[int, int]:
-    """Line and column of the deepest node on ``path`` (for a mapping entry, its key's)."""
+def line_of(
+    node: yaml.Node, path: Sequence[str | int], name: Callable[[object], str] = str
+) -> tuple[int, int]:
+    """Line and column of the deepest node on ``path`` (for a mapping entry, its key's).
+
+    ``name`` turns a constructed key into its path segment, as the schema named it (a
+    ``~`` key is the segment ``null``, not ``~``)."""
     mark = node.start_mark
     for seg in path:
         if isinstance(node, yaml.MappingNode):
             match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
-            found = next(((k, v) for k, v in match if k.value == str(seg)), None)
+            found = next(
+                ((k, v) for k, v in match if k.value == str(seg) or name(key_value(k)) == seg),
+                None,
+            )
             if found is None:
                 break
             mark, node = found[0].start_mark, found[1]

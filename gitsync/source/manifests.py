@@ -25,7 +25,7 @@ import yaml
 
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.model.api import Obj
-from gitsync.model.schema import Checker, Problems, field_name, is_dns_label
+from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
 from gitsync.source._files import manifest_files, position, read_text, within
 from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
 
@@ -277,7 +277,7 @@ def _check_document(
         errors.append(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
     for path, message in problems:
         field = field_name(path) or None
-        at, col = line_of(node, path)
+        at, col = line_of(node, path, key_text)
         errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
     errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:

@@ -97,6 +97,9 @@ def test_no_drift(mutate: Mutation) -> None:
         ("1Gi", "1024Mi"),
         (1, "1"),
         ("0.5", "500m"),
+        # what the API server stores for sub-milli values: rounded up to a whole milli
+        ("1m", "2n"),
+        ("1473m", "1.4727"),
     ],
 )
 def test_equal_quantities_are_not_drift(live_value: Any, desired_value: Any) -> None:

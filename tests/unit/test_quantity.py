@@ -6,7 +6,12 @@ from fractions import Fraction
 
 import pytest
 
-from gitsync.model.quantity import canonical_quantity, parse_quantity, quantities_equal
+from gitsync.model.quantity import (
+    canonical_quantity,
+    parse_quantity,
+    quantities_equal,
+    resource_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -185,3 +190,26 @@ def test_invalid_quantities(given: str | float, message: str) -> None:
 def test_quantities_equal(a: str | int, b: str | int, equal: bool) -> None:
     assert quantities_equal(a, b) is equal
     assert quantities_equal(b, a) is equal
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        # as kube-apiserver stored them in a Deployment's container resources (dry run):
+        # core/v1 rounds every ResourceList up to a whole milli, dropping the input string
+        ("2n", "1m"),
+        ("1.47270", "1473m"),
+        ("186.716643", "186717m"),
+        ("0939.277480014k", "939277481m"),
+        ("07.57m", "8m"),
+        ("009802E-9", "1e-3"),
+        ("216.3004Ki", "221491610m"),
+        # already whole millis: as canonical_quantity
+        ("100m", "100m"),
+        ("1.5Gi", "1536Mi"),
+        ("+1", "+1"),
+        ("0", "0"),
+    ],
+)
+def test_resource_quantity(given: str, stored: str) -> None:
+    assert resource_quantity(given) == stored
