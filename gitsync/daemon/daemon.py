@@ -247,12 +247,12 @@ class Daemon:
         )
         self.first_sync.set()
 
+    # --- asked by the HTTP routes ---------------------------------------------------
+
     def ready(self) -> bool:
         if not self.controller.myapps.synced.is_set():
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
-
-    # --- asked by the HTTP routes ---------------------------------------------------
 
     def request_sync_later(self, delay: float) -> None:
         def deferred() -> None:
