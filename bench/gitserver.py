@@ -7,12 +7,12 @@ dumb HTTP protocol), so the benchmark serves its bare repository this way.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
+
+from testenv import githttp
 
 
 class _Server(ThreadingHTTPServer):
@@ -20,55 +20,13 @@ class _Server(ThreadingHTTPServer):
     root: Path
 
 
-class _Backend(BaseHTTPRequestHandler):
+class _Backend(githttp.Handler):
     server: _Server
 
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # one line per fetch would swamp the benchmark's output
-
-    def _serve(self) -> None:
+    def serve(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path, _, query = self.path.partition("?")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.server.root),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_PROJECT_ROOT": str(self.server.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_ADDR": self.client_address[0],
-            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-        }
-        cgi = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, timeout=60
-        )
-        head, sep, payload = cgi.stdout.partition(b"\r\n\r\n")
-        if not sep:
-            head, _, payload = cgi.stdout.partition(b"\n\n")
-        status, headers = 200, []
-        for line in head.decode("latin-1").splitlines():
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        root = self.server.root
+        githttp.reply(self, githttp.run_backend(self, body, root, home=root, timeout=60))
 
 
 class GitHttpServer:

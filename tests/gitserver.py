@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from testenv import githttp
 
 AUTHOR = {
     "GIT_AUTHOR_NAME": "Test",
@@ -158,21 +160,12 @@ class HttpGit:
     set_token: Callable[[str], None] = lambda _: None  # what the server accepts from now on
 
 
-class _Backend(BaseHTTPRequestHandler):
+class _Backend(githttp.Handler):
     """Runs ``git http-backend`` as a CGI for each request, after HTTP Basic auth."""
 
     server: _Server
 
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _serve(self) -> None:
+    def serve(self) -> None:
         auth = self.headers.get("Authorization", "")
         self.server.seen.append(f"{self.headers.get('Host')} {self.requestline} {auth}")
         if self.path.startswith("/moved.git/"):  # a redirect to another host name
@@ -189,28 +182,11 @@ class _Backend(BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = self._body()
-        path, _, query = self.path.partition("?")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.server.home),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_PROJECT_ROOT": str(self.server.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": "git",
-            "REMOTE_ADDR": self.client_address[0],
-            # how web servers pass protocol v2 on (Apache: SetEnvIf Git-Protocol)
-            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-        }
-        cgi = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, timeout=30
+        server = self.server
+        output = githttp.run_backend(
+            self, body, server.root, server.home, timeout=30, REMOTE_USER="git"
         )
-        self._reply(cgi.stdout)
+        githttp.reply(self, output)
 
     def _authorized(self) -> bool:
         scheme, _, value = self.headers.get("Authorization", "").partition(" ")
@@ -233,24 +209,6 @@ class _Backend(BaseHTTPRequestHandler):
                     return b"".join(chunks)
                 chunks.append(chunk)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-    def _reply(self, output: bytes) -> None:
-        head, _, body = output.partition(b"\r\n\r\n")
-        if not _:
-            head, _, body = output.partition(b"\n\n")
-        status, headers = 200, []
-        for line in head.decode("latin-1").splitlines():
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 class _Server(ThreadingHTTPServer):

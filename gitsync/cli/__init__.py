@@ -1,9 +1,10 @@
-"""The command line, the top layer: the commands (``commands``), the flags they
-share and how an expected error leaves (``options``), ``gitsync blame`` (``blame``), the
-``gitsync drift`` table (``report``) and log setup (``logs``).
+"""The command line, the top layer: the ``gitsync`` group (``app``), a module a command
+(``validate``, ``sync``, ``run``, ``diff``, ``drift``, ``blame``), what several commands
+build from their flags (``common``), the flags they share and how an expected error leaves
+(``options``), the ``gitsync drift`` table (``report``) and log setup (``logs``).
 
 May import every other layer; nothing imports it. ``main`` is the console script
 (``gitsync = "gitsync.cli:main"`` in pyproject.toml).
 """
 
-from gitsync.cli.commands import main as main
+from gitsync.cli.app import main as main

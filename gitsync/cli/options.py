@@ -280,6 +280,16 @@ def policy_options(f: F) -> F:
     return f
 
 
+def watch_namespace_option(f: F) -> F:
+    return opt(
+        "--watch-namespace",
+        env="WATCH_NAMESPACE",
+        default=None,
+        help="The only namespace the operator watches (default: all); MyApps that Git "
+        "puts elsewhere are refused.",
+    )(f)
+
+
 def output_option(f: F) -> F:
     return opt(
         "-o",

@@ -2,8 +2,8 @@
 
 One process: informers and workers (the operator) always; the Git sync job
 when a repository is configured; both write only while this replica leads.
-HTTP on one port (:mod:`gitsync.daemon.httpserver`): /healthz, /readyz, /metrics, /hooks/git,
-and the drift page (:mod:`gitsync.daemon.ui`).
+HTTP on one port (:mod:`gitsync.daemon.httpserver`), routed by :mod:`gitsync.daemon.routes`:
+/healthz, /readyz, /metrics, /hooks/git, and the drift page (:mod:`gitsync.daemon.ui`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import socket
 import threading
 from dataclasses import dataclass
 from types import FrameType
-from typing import Literal
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import webhook
-from gitsync.daemon.httpproto import Request, Response
 from gitsync.daemon.httpserver import Limits, Server
+from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
 from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
@@ -85,13 +84,14 @@ class Daemon:
             timezone=dt.UTC, executors={SYNC_EXECUTOR: ThreadPoolExecutor(max_workers=1)}
         )
         try:
-            self.receiver = webhook.Receiver(
+            receiver = webhook.Receiver(
                 options.webhook_secret, options.webhook_rate, options.webhook_burst
             )
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
         self._later: threading.Timer | None = None
-        self.page = DriftPage(controller, syncer) if options.ui else None
+        page = DriftPage(controller, syncer) if options.ui else None
+        self.routes = Routes(self, receiver, page)
         limits = Limits(
             request_timeout=options.http_request_timeout,
             max_connections=options.http_max_connections,
@@ -100,11 +100,10 @@ class Daemon:
         try:
             self.http = Server(
                 _address(options.listen),
-                self.handle,
+                self.routes.handle,
                 limits,
                 self.metrics,
-                # probes never queue behind a webhook a standby is passing to the leader
-                inline=lambda r: r.method == "GET" and r.path in ("/healthz", "/readyz"),
+                inline=Routes.inline,
             )
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e
@@ -248,59 +247,16 @@ class Daemon:
         )
         self.first_sync.set()
 
+    # --- asked by the HTTP routes ---------------------------------------------------
+
     def ready(self) -> bool:
         if not self.controller.myapps.synced.is_set():
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 
-    # --- HTTP --------------------------------------------------------------------
-
-    def handle(self, request: Request) -> Response:
-        if request.path == "/hooks/git":
-            if request.method != "POST":
-                return Response(405, "method not allowed\n", headers=(("Allow", "POST"),))
-            return self._webhook(request)
-        if self.page is not None and self.page.handles(request.path):
-            return self.page.handle(request)
-        if request.path not in ("/healthz", "/readyz", "/metrics"):
-            return Response(404, "not found\n")
-        if request.method != "GET":
-            return Response(405, "method not allowed\n", headers=(("Allow", "GET"),))
-        if request.path == "/healthz":
-            return Response(200, "ok\n")
-        if request.path == "/readyz":
-            ok = self.ready()
-            return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")
-        return Response(200, self.metrics.render(), metricslib.CONTENT_TYPE)
-
-    def _webhook(self, request: Request) -> Response:
-        decision = self.receiver.receive(request.headers, request.body)
-        verdict = decision.verdict
-
-        def answer(result: str, code: int, text: str) -> Response:
-            self.metrics.inc("gitsync_webhook_requests_total", result=result)
-            return Response(code, text + "\n")
-
-        if verdict == "unauthorized":
-            return answer("unauthorized", 401, "unauthorized")
-        if verdict == "duplicate":
-            # 2xx: the Git host must not see a retry of a handled delivery as a failure
-            return answer("duplicate", 200, "duplicate delivery: already handled")
-        if verdict == "pending":
-            return answer("limited", 202, "a sync is already due (rate limit); it includes this")
-        if verdict == "later":
-            self._request_sync_later(decision.delay)
-            return answer("limited", 202, f"sync in {decision.delay:.1f}s (rate limit)")
-        result = self._request_sync()
-        if result == "failed":
-            self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
-            return answer(result, 503, "could not reach the leader")
-        text = "sync triggered" if result == "accepted" else "sync requested from the leader"
-        return answer(result, 202, text)
-
-    def _request_sync_later(self, delay: float) -> None:
+    def request_sync_later(self, delay: float) -> None:
         def deferred() -> None:
-            if self._request_sync() == "failed":
+            if self.request_sync() == "failed":
                 log.warning("a push delivered to this standby could not be passed to the leader")
 
         # one at a time: the rate limit answers "pending" while this one waits
@@ -308,7 +264,7 @@ class Daemon:
         self._later.daemon = True
         self._later.start()
 
-    def _request_sync(self) -> Literal["accepted", "forwarded", "failed"]:
+    def request_sync(self) -> SyncRequest:
         if self.leader is None or self.is_leader():
             self.trigger()
             return "accepted"

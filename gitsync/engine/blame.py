@@ -27,13 +27,10 @@ from typing import Any, Final, Literal
 import yaml
 
 from gitsync.engine import drift as driftlib
+from gitsync.engine.fieldpaths import leaves, line_of, value_at
 from gitsync.engine.managedfields import (
-    KEY_DEFAULTS,
     Path,
-    fields_of,
     human_path,
-    item_key,
-    key_element,
 )
 from gitsync.model.api import (
     DEFAULT_FORCE_MANAGERS,
@@ -46,7 +43,6 @@ from gitsync.model.api import (
 from gitsync.model.render import CONTAINER_NAME, desired_myapp, render
 
 OriginKind = Literal["git", "drift", "conflict", "rendered", "default"]
-_MISSING: Final[Any] = object()
 _CONTAINER: Final = (
     "f:spec",
     "f:template",
@@ -172,7 +168,7 @@ def _myapp_rows(myapp: Obj, git: GitView | None, attribute: Any) -> list[BlameRo
         desired = desired_myapp(myapp)
         items = _recorded_drift(myapp, label)
     rows = []
-    for path in _leaves(desired):
+    for path in leaves(desired):
         in_git = _git_origin(git, path, myapp)
         origin = _drift_origin(items, path) or in_git
         drifted = origin.kind in ("drift", "conflict")
@@ -238,7 +234,7 @@ def _deployment_rows(
     items = attribute(driftlib.drift_items(label, desired, deployment), deployment)
     canonical = driftlib.canonicalise(driftlib.comparable(desired))
     rows = []
-    for path in _leaves(desired):
+    for path in leaves(desired):
         rendered = _rendered_origin(path, myapp, git, app_rows)
         origin = _drift_origin(items, path) or rendered
         drifted = origin.kind in ("drift", "conflict")
@@ -324,92 +320,6 @@ def _drift_origin(items: list[driftlib.DriftItem], path: Path) -> Origin | None:
                 time=item.time or "",
             )
     return None
-
-
-def _leaves(body: Obj) -> list[Path]:
-    """The paths an apply body sets, leaves only, in the body's own order."""
-    paths = fields_of(driftlib.comparable(body))
-    leaves = [p for p in paths if not any(len(q) > len(p) and q[: len(p)] == p for q in paths)]
-    order = {p: i for i, p in enumerate(_ordered(body))}
-    return sorted(leaves, key=lambda p: (order.get(p, len(order)), p))
-
-
-def _ordered(body: Obj) -> list[Path]:
-    # fields_of returns a set; the body's own order reads like the manifest
-    out: list[Path] = []
-
-    def walk(node: Any, prefix: Path, key: str) -> None:
-        out.append(prefix)
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, (*prefix, f"f:{k}"), k)
-        elif isinstance(node, list):
-            for item in node:
-                k = item_key(key, item)
-                if k is not None:
-                    walk(item, (*prefix, key_element(k)), key)
-
-    walk(driftlib.comparable(body), (), "")
-    return out
-
-
-def value_at(obj: Any, path: Path) -> Any:
-    """The value at an SMD path in a plain object, or None when it is not there."""
-    node = obj
-    for element in path:
-        kind, _, body = element.partition(":")
-        if kind == "f" and isinstance(node, dict):
-            node = node.get(body, _MISSING)
-        elif kind == "k" and isinstance(node, list):
-            key = json.loads(body)
-            node = next((i for i in node if _matches(i, key)), _MISSING)
-        else:
-            node = _MISSING
-        if node is _MISSING:
-            return None
-    return node
-
-
-def _matches(item: Any, key: Mapping[str, Any]) -> bool:
-    if not isinstance(item, dict):
-        return False
-    # "80" and 80 name the same port
-    return all(str(item.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
-
-
-def line_of(node: yaml.Node, path: Path) -> int | None:
-    """The line of the manifest that sets ``path`` (its key's line), or None."""
-    line: int | None = None
-    for element in path:
-        kind, _, body = element.partition(":")
-        if kind == "f" and isinstance(node, yaml.MappingNode):
-            found = next(
-                (
-                    (k, v)
-                    for k, v in node.value
-                    if isinstance(k, yaml.ScalarNode) and k.value == body
-                ),
-                None,
-            )
-            if found is None:
-                return None
-            line, node = found[0].start_mark.line + 1, found[1]
-        elif kind == "k" and isinstance(node, yaml.SequenceNode):
-            key = json.loads(body)
-            item = next((i for i in node.value if _node_matches(i, key)), None)
-            if item is None:
-                return None
-            line, node = item.start_mark.line + 1, item
-        else:
-            return None
-    return line
-
-
-def _node_matches(node: yaml.Node, key: Mapping[str, Any]) -> bool:
-    if not isinstance(node, yaml.MappingNode):
-        return False
-    values = {k.value: v.value for k, v in node.value if isinstance(k, yaml.ScalarNode)}
-    return all(str(values.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
 
 
 # --- text --------------------------------------------------------------------------------

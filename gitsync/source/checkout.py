@@ -1,11 +1,9 @@
 """The Git source: ``ls-remote``, then a shallow fetch and checkout of exactly one commit.
 
-Every git call is a child process with a timeout and an environment built here from an
-allow-list (nothing else of gitsync's own environment reaches git), so that neither the
-user's git configuration nor anything in the repository can add options, helpers or
-protocols. The cache is private (:mod:`gitsync.source.cache`): checked before every use, never
-trusted as found. Callers see :class:`SourceError` (temporary: retried) or
-:class:`ConfigError`.
+Every git call is a child process with a timeout and the environment of
+:mod:`gitsync.source.gitenv` (an allow-list, and the configuration that hardens git). The
+cache is private (:mod:`gitsync.source.cache`): checked before every use, never trusted as
+found. Callers see :class:`SourceError` (temporary: retried) or :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import hashlib
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -23,11 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from gitsync.errors import MAX_BODY, ConfigError, SourceError, VerificationError
+from gitsync.source import gitenv
 from gitsync.source.cache import check_private, private_dir, write_private_file
-from gitsync.source.giturl import INSECURE_SCHEMES, SCP_URL, SECURE_SCHEMES, check_url, redact_url
+from gitsync.source.gitenv import NO_CREDENTIALS, Credentials
+from gitsync.source.giturl import SCP_URL, check_url, redact_url
 from gitsync.source.keyring import Verifier
 
 log = logging.getLogger(__name__)
@@ -37,50 +35,6 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 _REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
 _FETCHED = "refs/gitsync/fetched"
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
-
-# The only variables of gitsync's own environment that git gets: where programs are, and
-# the host's proxies (curl's variables, as every HTTP client honours them). No GIT_*
-# variable: GIT_PROXY_COMMAND, GIT_SSL_NO_VERIFY, GIT_CONFIG, GIT_EXEC_PATH and the rest
-# would each change what git runs or trusts.
-_ENV_ALLOWED = (
-    "PATH",
-    "TMPDIR",
-    "http_proxy",
-    "https_proxy",
-    "HTTPS_PROXY",
-    "all_proxy",
-    "ALL_PROXY",
-    "no_proxy",
-    "NO_PROXY",
-    # the user's ssh-agent, for a CLI user's own keys: ssh reads it, git does not
-    "SSH_AUTH_SOCK",
-)
-# Above the repository's config: even a config that got past the cache checks runs nothing
-_FORCED_CONFIG = (
-    ("core.hooksPath", os.devnull),
-    ("core.fsmonitor", "false"),
-    ("credential.helper", ""),  # an empty value clears every helper configured before
-)
-
-# git reads these from the repository's own config; ours is written here and nowhere else
-_REPO_CONFIG = (
-    ("core.logAllRefUpdates", "false"),  # no reflog: replaced commits become garbage
-    ("gc.autoDetach", "false"),  # a detached gc would outlive the call (a leaked process)
-    ("maintenance.autoDetach", "false"),
-    ("transfer.fsckObjects", "true"),  # refuse corrupt or malicious objects on fetch
-    ("protocol.version", "2"),  # v2 lets us ask for exactly the refs we want
-)
-
-_ASKPASS = """#!/bin/sh
-# git asks "Username for 'https://host': " then "Password for 'https://user@host': ". The
-# token is read from its file on every call, so it is never in an argument, a URL or git's
-# config; and it is given to the configured host only, never to the target of a redirect.
-case "$1" in
-  "Username for '"*"://$GITSYNC_GIT_HOST': ") printf '%s\\n' "$GITSYNC_GIT_USERNAME" ;;
-  "Password for '"*"@$GITSYNC_GIT_HOST': ") cat -- "$GITSYNC_GIT_TOKEN_FILE" ;;
-  *) exit 1 ;;
-esac
-"""
 
 
 @dataclass(frozen=True)
@@ -95,16 +49,6 @@ class Revision:
 
     def __str__(self) -> str:
         return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
-
-
-@dataclass(frozen=True)
-class Credentials:
-    token_file: Path | None = None
-    username: str = "git"
-    ssh_key_file: Path | None = None
-    known_hosts_file: Path | None = None
-    #: CA certificates that sign the Git server's HTTPS certificate (a private CA)
-    ca_file: Path | None = None
 
 
 class Source(Protocol):
@@ -156,7 +100,7 @@ class GitSource:
         ref: str,
         cache_dir: Path,
         *,
-        credentials: Credentials = Credentials(),
+        credentials: Credentials = NO_CREDENTIALS,
         timeout: float = 60.0,
         allow_insecure: bool = False,
         verifier: Verifier | None = None,
@@ -172,7 +116,9 @@ class GitSource:
         self._cache_dir = cache_dir
         self._dir = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16]
         self._home = cache_dir / ".home"
-        self._env = self._environment(allow_insecure)
+        self._env = gitenv.environment(
+            url, credentials, self._dir, self._home, timeout, allow_insecure
+        )
         self._lock = threading.Lock()
         self._current: Revision | None = None
         self._verifier = verifier
@@ -313,7 +259,7 @@ class GitSource:
         command = args[0]
         full = {**self._env, **(env or {})}
         if config:
-            _add_config(full, config)
+            gitenv.add_config(full, config)
         try:
             proc = subprocess.Popen(
                 ["git", *args],
@@ -376,7 +322,7 @@ class GitSource:
         private_dir(self._home)
         # written into the directory just checked; one planted there was refused above
         if not has_askpass and self._credentials.token_file:
-            write_private_file(askpass, _ASKPASS, 0o700)
+            write_private_file(askpass, gitenv.ASKPASS, 0o700)
         if not usable:
             self._reset_cache()
 
@@ -390,70 +336,6 @@ class GitSource:
             raise SourceError(f"cache {self._dir}: {e.strerror}") from None
         # --template=: no sample hooks or info files copied from the host's git install
         self._run("init", "--quiet", "--template=")
-        for key, value in _REPO_CONFIG:
+        for key, value in gitenv.REPO_CONFIG:
             self._run("config", key, value)
         self._current = None
-
-    def _environment(self, allow_insecure: bool) -> dict[str, str]:
-        git_dir = str(self._dir / ".git")
-        protocols = [*SECURE_SCHEMES, *(INSECURE_SCHEMES if allow_insecure else ())]
-        creds = self._credentials
-        env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
-        env |= {
-            # git's messages are matched (a timeout, a missing ref): the same words everywhere
-            "LC_ALL": "C",
-            "LANGUAGE": "C",
-            "GIT_TERMINAL_PROMPT": "0",  # never wait for a human
-            "GIT_ALLOW_PROTOCOL": ":".join(protocols),  # no ext::, fd::, or insecure ones
-            # the user's and the system's git config must not add helpers, insteadOf
-            # rewrites or an sshCommand: HOME is ours and empty, and no global file is read
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "HOME": str(self._home),
-            "XDG_CONFIG_HOME": str(self._home / ".config"),
-            # explicit, so git never searches upwards into a repository around the cache
-            "GIT_DIR": git_dir,
-            "GIT_WORK_TREE": str(self._dir),
-            "GIT_TRACE_REDACT": "1",
-            # refs/replace/ could make a checkout read another commit than the one named
-            # (and verified): objects are what their hashes say, nothing else
-            "GIT_NO_REPLACE_OBJECTS": "1",
-            "GIT_SSH_COMMAND": _ssh_command(creds, self.timeout),
-            # without a token, any credential prompt fails at once ("false" prints nothing)
-            "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
-            "SSH_ASKPASS": "false",
-        }
-        forced = list(_FORCED_CONFIG)
-        if creds.ca_file is not None:
-            # a flag, not GIT_SSL_CAINFO from the environment: what git trusts is said
-            # on purpose, never inherited
-            forced.append(("http.sslCAInfo", str(creds.ca_file.absolute())))
-        env["GIT_CONFIG_COUNT"] = "0"
-        _add_config(env, forced)
-        if creds.token_file is not None:
-            # absolute, not resolved: a mounted Secret is a symlink into a timestamped
-            # directory that Kubernetes replaces when the Secret rotates
-            env["GITSYNC_GIT_TOKEN_FILE"] = str(creds.token_file.absolute())
-            env["GITSYNC_GIT_USERNAME"] = creds.username
-            env["GITSYNC_GIT_HOST"] = urlsplit(self.url).netloc
-        return env
-
-
-def _add_config(env: dict[str, str], pairs: Sequence[tuple[str, str]]) -> None:
-    """Append ``pairs`` to the command-line-level config in ``env`` (GIT_CONFIG_COUNT)."""
-    start = int(env.get("GIT_CONFIG_COUNT", "0"))
-    for i, (key, value) in enumerate(pairs, start):
-        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
-    env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
-
-
-def _ssh_command(creds: Credentials, timeout: float) -> str:
-    # BatchMode: no prompts; StrictHostKeyChecking=yes: an unknown host key is an error,
-    # never silently trusted
-    args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
-    args += ["-o", f"ConnectTimeout={max(1, int(timeout))}"]
-    if creds.ssh_key_file is not None:
-        args += ["-i", str(creds.ssh_key_file.absolute()), "-o", "IdentitiesOnly=yes"]
-    if creds.known_hosts_file is not None:
-        args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file.absolute()}"]
-    return shlex.join(args)

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from gitsync.cli import main
 from gitsync.errors import SourceError
 from gitsync.source.cache import default_cache_dir
-from gitsync.source.checkout import Credentials, GitSource
+from gitsync.source.checkout import GitSource
+from gitsync.source.gitenv import Credentials
 
 if TYPE_CHECKING:
     from tests.gitserver import HttpGit, Upstream

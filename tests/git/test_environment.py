@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gitsync.errors import SourceError
-from gitsync.source.checkout import Credentials, GitSource
+from gitsync.source.checkout import GitSource
+from gitsync.source.gitenv import Credentials
 from tests.gitserver import HttpGit, _Backend, _Server
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gitsync.errors import ConfigError, SourceError
-from gitsync.source.checkout import Credentials, GitSource, LocalSource, Revision, open_source
+from gitsync.source.checkout import GitSource, LocalSource, Revision, open_source
+from gitsync.source.gitenv import Credentials
 from gitsync.source.giturl import redact_url
 from gitsync.source.manifests import load
 

@@ -15,7 +15,8 @@ from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.reconcile.controller import Controller
-from gitsync.source.checkout import Credentials, GitSource, open_source
+from gitsync.source.checkout import GitSource, open_source
+from gitsync.source.gitenv import Credentials
 from tests.gitserver import HttpGit, Upstream
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
 

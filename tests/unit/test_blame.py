@@ -15,10 +15,10 @@ from gitsync.engine.blame import (
     GitView,
     blame,
     drifted,
-    line_of,
     render_text,
     rendered_from,
 )
+from gitsync.engine.fieldpaths import line_of
 from gitsync.errors import ConfigError, SourceError
 from gitsync.model.render import render
 from gitsync.source._yaml import Loader

@@ -1,4 +1,5 @@
-"""The daemon's routes over real HTTP on loopback: replays and the webhook rate limit.
+"""The daemon's routes: over real HTTP on loopback (replays, the webhook rate limit), and
+alone with a stand-in daemon (probes, metrics, what a push asks for, --no-ui).
 
 No cluster: the daemon gets a stand-in controller, and its sync trigger is counted.
 """
@@ -18,7 +19,12 @@ from typing import Any, cast
 
 import pytest
 
+from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.daemon.httpproto import Request
+from gitsync.daemon.routes import Routes, SyncRequest
+from gitsync.daemon.ui import DriftPage
+from gitsync.daemon.webhook import Receiver
 from gitsync.reconcile.controller import Controller
 
 SECRET = b"hook-secret-for-tests"
@@ -148,3 +154,128 @@ def test_routes_and_methods(served: Served) -> None:
     code, text, headers = served.post(b"", Content_Length=str((1 << 20) + 1))
     assert (code, text) == (413, f"body over {1 << 20} bytes\n")
     assert "Server" not in headers
+
+
+# --- the routes alone, with a stand-in for the daemon: no socket, no scheduler ---------
+
+
+class FakeHost:
+    """What :class:`Routes` asks of the daemon, recorded."""
+
+    def __init__(self, answer: SyncRequest = "accepted", ready: bool = False) -> None:
+        self.metrics = metricslib.standard()
+        self.answer: SyncRequest = answer
+        self.is_ready = ready
+        self.requested = 0
+        self.later: list[float] = []
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+    def request_sync(self) -> SyncRequest:
+        self.requested += 1
+        return self.answer
+
+    def request_sync_later(self, delay: float) -> None:
+        self.later.append(delay)
+
+
+def routes(host: FakeHost, rate: float = 100.0, burst: int = 100, ui: bool = False) -> Routes:
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(items=list), deployments=SimpleNamespace(items=list)
+    )
+    page = DriftPage(cast(Controller, fake), None) if ui else None
+    return Routes(host, Receiver(SECRET, rate, burst), page)
+
+
+def get(path: str, method: str = "GET", body: bytes = b"", **headers: str) -> Request:
+    return Request(method, path, {k.replace("_", "-"): v for k, v in headers.items()}, body, "")
+
+
+def hook(n: int, delivery: str) -> Request:
+    body = push(n)
+    return get(
+        "/hooks/git", "POST", body, X_Hub_Signature_256=sign(body), X_GitHub_Delivery=delivery
+    )
+
+
+def test_probes_follow_the_daemon() -> None:
+    host = FakeHost(ready=False)
+    r = routes(host)
+    assert (r.handle(get("/healthz")).status, r.handle(get("/healthz")).body) == (200, "ok\n")
+    not_ready = r.handle(get("/readyz"))
+    assert (not_ready.status, not_ready.body) == (503, "not ready\n")
+    host.is_ready = True
+    assert r.handle(get("/readyz")).status == 200
+    # probes are answered on the reading thread, a webhook never is
+    assert Routes.inline(get("/readyz")) and Routes.inline(get("/healthz"))
+    assert not Routes.inline(get("/hooks/git", "POST")) and not Routes.inline(get("/metrics"))
+
+
+def test_metrics_are_the_daemons_in_prometheus_text() -> None:
+    host = FakeHost()
+    host.metrics.inc("gitsync_sync_total", result="success")
+    answer = routes(host).handle(get("/metrics"))
+    assert answer.status == 200 and answer.content_type == metricslib.CONTENT_TYPE
+    assert 'gitsync_sync_total{result="success"} 1.0' in answer.body
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "text"),
+    [
+        ("accepted", 202, "sync triggered\n"),
+        ("forwarded", 202, "sync requested from the leader\n"),
+        ("failed", 503, "could not reach the leader\n"),
+    ],
+)
+def test_a_signed_push_asks_the_daemon_for_a_sync(
+    answer: SyncRequest, code: int, text: str
+) -> None:
+    host = FakeHost(answer)
+    r = routes(host)
+    reply = r.handle(hook(1, "d-1"))
+    assert (reply.status, reply.body) == (code, text)
+    assert host.requested == 1
+    assert host.metrics.get("gitsync_webhook_requests_total", result=answer) == 1
+    # a delivery that could not be passed on is forgotten: the Git host's retry counts
+    again = r.handle(hook(1, "d-1"))
+    assert again.status == (code if answer == "failed" else 200)
+    assert host.requested == (2 if answer == "failed" else 1)
+
+
+def test_an_unsigned_push_is_refused_and_asks_for_nothing() -> None:
+    host = FakeHost()
+    reply = routes(host).handle(get("/hooks/git", "POST", push(1), X_GitHub_Delivery="d-1"))
+    assert (reply.status, reply.body) == (401, "unauthorized\n")
+    assert host.requested == 0 and host.later == []
+    assert host.metrics.get("gitsync_webhook_requests_total", result="unauthorized") == 1
+
+
+def test_a_push_over_the_rate_limit_is_deferred_to_the_daemon_not_dropped() -> None:
+    host = FakeHost()
+    r = routes(host, rate=0.5, burst=1)
+    assert r.handle(hook(1, "d-1")).status == 202 and host.requested == 1
+    later = r.handle(hook(2, "d-2"))
+    assert later.status == 202 and later.body.startswith("sync in ")
+    assert len(host.later) == 1 and 0 < host.later[0] <= 2.0
+    # while that one is due, another push is part of it
+    pending = r.handle(hook(3, "d-3"))
+    assert (pending.status, pending.body) == (
+        202,
+        "a sync is already due (rate limit); it includes this\n",
+    )
+    assert host.requested == 1 and len(host.later) == 1
+    assert host.metrics.get("gitsync_webhook_requests_total", result="limited") == 2
+
+
+def test_no_ui_turns_the_page_off() -> None:
+    on, off = routes(FakeHost(), ui=True), routes(FakeHost(), ui=False)
+    for path in ("/", "/api/v1/apps", "/ui.js", "/ui.css"):
+        assert on.handle(get(path)).status == 200, path
+        assert off.handle(get(path)).status == 404, path
+    # the page is read-only; the probes and metrics stay whatever --ui says
+    assert on.handle(get("/api/v1/apps", "POST")).status == 405
+    for r in (on, off):
+        assert r.handle(get("/metrics")).status == 200 and r.handle(get("/healthz")).status == 200
+    doc = json.loads(on.handle(get("/api/v1/apps")).body)
+    assert doc == {"sync": None, "apps": [], "drifted": 0}  # the operator alone

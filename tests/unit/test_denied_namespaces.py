@@ -9,7 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from gitsync.cli import commands as cli
+from gitsync.cli import main
+from gitsync.cli.common import denied as denied_of
 from gitsync.kube import kubeconfig
 from gitsync.model.schema import denied_by
 from gitsync.source.manifests import load
@@ -75,10 +76,10 @@ def test_the_cli_denies_kube_namespaces_by_default(tmp_path: Path) -> None:
     write_app(tmp_path, "evil", "kube-system")
     runner = CliRunner()
     args = ["validate", "--repo", str(tmp_path), "--path", "apps"]
-    denied = runner.invoke(cli.main, args, env={"GITSYNC_DENIED_NAMESPACES": None})
+    denied = runner.invoke(main, args, env={"GITSYNC_DENIED_NAMESPACES": None})
     assert denied.exit_code == 1
     assert "'kube-system' is denied" in denied.output
-    allowed = runner.invoke(cli.main, [*args, "--allowed-namespaces", "shop,kube-system"])
+    allowed = runner.invoke(main, [*args, "--allowed-namespaces", "shop,kube-system"])
     assert allowed.exit_code == 0, allowed.output
 
 
@@ -89,15 +90,15 @@ def test_in_a_pod_its_own_namespace_is_denied(
     pod_ns.write_text("gitsync-prod\n")
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     monkeypatch.setattr(kubeconfig, "SERVICEACCOUNT_NAMESPACE", pod_ns)
-    assert cli._denied({"denied_namespaces": "kube-*"}) == ("kube-*", "gitsync-prod")
+    assert denied_of({"denied_namespaces": "kube-*"}) == ("kube-*", "gitsync-prod")
     monkeypatch.setattr(kubeconfig, "SERVICEACCOUNT_NAMESPACE", tmp_path / "absent")
-    assert cli._denied({"denied_namespaces": "kube-*, team-?"}) == ("kube-*", "team-?")
+    assert denied_of({"denied_namespaces": "kube-*, team-?"}) == ("kube-*", "team-?")
 
 
 def test_deploy_ships_the_safe_default() -> None:
     config = Path(__file__).resolve().parents[2] / "deploy" / "config.yaml"
     data = yaml.safe_load(config.read_text())["data"]
     # empty counts as unset, which would fall back to the flag's default: say it outright
-    patterns = cli._denied({"denied_namespaces": data["GITSYNC_DENIED_NAMESPACES"]})
+    patterns = denied_of({"denied_namespaces": data["GITSYNC_DENIED_NAMESPACES"]})
     assert denied_by("kube-system", patterns, None) == "kube-*"
     assert not data.get("GITSYNC_ALLOWED_NAMESPACES")

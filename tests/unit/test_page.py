@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from gitsync.daemon import page
-from gitsync.daemon.daemon import Daemon, DaemonOptions
-from gitsync.daemon.httpproto import Request
 from gitsync.engine.blame import BlameRow, Origin
-from gitsync.reconcile.controller import Controller
 
 EVIL = '<script>alert("x")</script>'
 
@@ -96,28 +91,3 @@ def test_security_headers_allow_no_inline_or_foreign_script() -> None:
     csp = dict(page.SECURITY_HEADERS)["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "default-src 'none'" in csp
-
-
-def _daemon(ui: bool) -> Daemon:
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        deployments=SimpleNamespace(items=list),
-        kube=SimpleNamespace(requests={}),
-    )
-    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, ui=ui)
-    return Daemon(cast(Controller, fake), None, options)
-
-
-def test_no_ui_turns_the_page_off() -> None:
-    on, off = _daemon(True), _daemon(False)
-    try:
-        for path in ("/", "/api/v1/apps", "/ui.js"):
-            get = Request("GET", path, {}, b"", "127.0.0.1")
-            assert on.handle(get).status == 200, path
-            assert off.handle(get).status == 404, path
-        assert on.handle(Request("GET", "/metrics", {}, b"", "127.0.0.1")).status == 200
-        doc = json.loads(on.handle(Request("GET", "/api/v1/apps", {}, b"", "")).body)
-        assert doc == {"sync": None, "apps": [], "drifted": 0}  # the operator alone
-    finally:
-        for d in (on, off):
-            d.http.server_close()

@@ -1,0 +1,55 @@
+"""The ``gitsync`` command line, shaped like kubectl. Thin: it wires flags to the loop.
+
+Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
+something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
+on failure (``sync``: 2 when --verify-commits refuses the commit); usage errors
+exit 2. Expected errors print one line, never a traceback.
+
+The option groups several commands share, and the error-to-exit-code wrapper, are in
+:mod:`gitsync.cli.options`, what several commands build from flags in
+:mod:`gitsync.cli.common`; this module holds ``main`` (the console script), and each
+command has a module of its own.
+"""
+
+from __future__ import annotations
+
+import click
+
+from gitsync import __version__
+from gitsync.cli import logs
+from gitsync.cli.blame import blame_command
+from gitsync.cli.diff import diff
+from gitsync.cli.drift import drift
+from gitsync.cli.options import opt
+from gitsync.cli.run import run
+from gitsync.cli.sync import sync
+from gitsync.cli.validate import validate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@opt(
+    "--log-format",
+    env="LOG_FORMAT",
+    type=click.Choice(["auto", "text", "json"]),
+    default="auto",
+    help="auto: text on a terminal, JSON otherwise.",
+)
+@opt(
+    "--log-level",
+    env="LOG_LEVEL",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+)
+def main(log_format: str, log_level: str) -> None:
+    """gitsync keeps MyApp resources on Kubernetes exactly as Git says."""
+    logs.setup(log_format, log_level)
+
+
+@main.command()
+def version() -> None:
+    """Print the gitsync version."""
+    click.echo(f"gitsync {__version__}")
+
+
+for command in (validate, sync, diff, drift, run, blame_command):
+    main.add_command(command)

@@ -1,0 +1,170 @@
+"""``gitsync diff``: what a sync would write, planned as a sync plans it, without writing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import click
+
+from gitsync.cli import common
+from gitsync.cli.options import (
+    cluster_options,
+    create_namespace_option,
+    expected_errors,
+    field_manager_option,
+    opt,
+    output_option,
+    policy_options,
+    source_options,
+    watch_namespace_option,
+)
+from gitsync.engine import differences
+from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.engine.namespace_plan import plan_namespaces, to_look_up
+from gitsync.engine.planner import Settings
+from gitsync.errors import APINotFoundError, printable
+from gitsync.gitops import namespaces as nslib
+from gitsync.gitops.sync import myapp_body, refusal, tracked_by
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import (
+    DEFAULT_FORCE_MANAGERS,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    Obj,
+    key_of,
+)
+from gitsync.reconcile.controller import foreign_deployment
+
+
+def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
+    params = {"labelSelector": selector} if selector else None
+    items = kube.list(path, params=params).get("items", [])
+    return {key_of(o): o for o in items}
+
+
+@click.command()
+@cluster_options
+@source_options(required=True)
+@output_option
+@opt("--prune/--no-prune", env="PRUNE", default=True, show_default=True)
+@opt("--allow-empty", env="ALLOW_EMPTY", is_flag=True, help="As for sync.")
+@opt(
+    "--prune-max-fraction",
+    env="PRUNE_MAX_FRACTION",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+)
+@policy_options
+@field_manager_option
+@opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@watch_namespace_option
+@create_namespace_option
+@expected_errors(2)
+def diff(output: str, color: bool | None, **kw: Any) -> None:
+    """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
+    to write (created, configured, pruned), 2 error. Drift a sync leaves (policy report,
+    suspend) and conflicts with other controllers are shown, and do not make it 1."""
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    common.namespaces(kw, kube)
+    # the two LISTs and reading the manifests overlap: together they are the run
+    with ThreadPoolExecutor(3) as pool:
+        loading = pool.submit(common.load, kw)
+        listing = pool.submit(_list, kube, resource_path("apps.example.com/v1", "myapps"))
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        deployments_listing = pool.submit(
+            _list, kube, resource_path("apps/v1", "deployments"), selector
+        )
+        revision, loaded = loading.result()
+        myapps, deployments = listing.result(), deployments_listing.result()
+    for err in loaded.errors:
+        click.echo(f"error: {err}", err=True)
+    identity = common.identity(kw)
+    label = identity.label
+    desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+    # as in a sync: another instance's MyApp is refused, never applied over
+    refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
+    for key, other in sorted(refused.items()):
+        click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
+    # the prune plan a sync carries out, guards and all
+    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
+    pruning = plan_prune(desired, tracked_by(myapps.values(), label), guard, manifests_ok=loaded.ok)
+    settings = Settings(
+        default_policy=kw["drift_policy"],
+        force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
+        field_manager=kw["field_manager"],
+    )
+    applied = {k: body for k, body in desired.items() if k not in refused}
+    # as in a sync: namespaces of MyApps to be created are looked up (GETs, no writes)
+    namespaces = plan_namespaces(
+        applied,
+        myapps,
+        nslib.existing(kube, to_look_up(applied, myapps)),
+        create=kw["create_namespace"],
+        instance=identity.name,
+        allowed=common.allowed(kw),
+        denied=common.denied(kw),
+    )
+    changes = plan(applied, myapps, deployments, pruning, settings, namespaces)
+    changes.revision = revision
+    _refuse_foreign_deployments(kube, changes, myapps)
+    skipped = changes.prune_skipped
+    if output == "text":
+        _print_diff(changes, sys.stdout.isatty() if color is None else color)
+        if skipped:
+            click.echo(f"prune skipped: {skipped}", err=True)
+        click.echo(f"{revision}: {changes.summary()}")
+    else:
+        common.emit(
+            {
+                "revision": revision,
+                "summary": changes.summary(),
+                "objects": [c.to_json() for c in changes.changes if c.writes],
+                "drift": [c.to_json() for c in changes.findings()],
+                "held": [c.to_json() for c in changes.held()],
+                "failed": [c.to_json() for c in changes.changes if c.action == "failed"],
+                "pruneSkipped": skipped,
+            },
+            output,
+        )
+    # a broken manifest, a refused MyApp or an object that cannot be planned is an
+    # error even when the rest is unchanged: CI must not pass it
+    sys.exit(2 if loaded.errors or refused or changes.failed else (1 if changes.writes else 0))
+
+
+def _refuse_foreign_deployments(kube: Kube, changes: ChangeSet, myapps: dict[str, Any]) -> None:
+    """A Deployment to create that exists already, unlabelled (so not in the LIST), and
+    is not the MyApp's: a sync refuses to take it over, so diff shows it failed too. One
+    GET per Deployment about to be created, as a sync does."""
+    for i, c in enumerate(changes.changes):
+        kind, _, key = c.subject.partition("/")
+        if kind != "Deployment" or c.action != "created":
+            continue
+        ns, name = key.split("/", 1)
+        try:
+            found = kube.get(path_of("Deployment", ns, name), subject=c.subject)
+        except APINotFoundError:
+            continue
+        if problem := foreign_deployment(key, found, myapps.get(key)):
+            changes.changes[i] = Change(c.subject, "failed", reason=problem)
+
+
+def _print_diff(changes: ChangeSet, color: bool) -> None:
+    """Writes as unified diffs; what a sync leaves (drift, conflicts, held) as lines."""
+    for c in changes.objects():
+        if c.writes:
+            click.echo(differences.unified(c.subject, c.live, c.desired, color), nl=False)
+        elif c.action == "failed":
+            click.echo(f"error: {c.subject}: {printable(c.reason)}", err=True)
+    for c in changes.changes:
+        if c.writes or c.action == "failed" or not (c.reason or c.paths):
+            continue
+        what = "held" if c.action == "unchanged" else c.action  # held back by suspend
+        for d in c.diff:
+            old, new = json.dumps(d.old, default=str), json.dumps(d.new, default=str)
+            click.echo(f"{what} {c.subject} {d.path}: live {old}, git {new}")
+        click.echo(f"{what} {c.subject}: {printable(c.reason)}")

@@ -1,0 +1,76 @@
+"""``gitsync drift``: the drift report read from MyApp status, and the last syncs."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gitsync.cli import common
+from gitsync.cli.options import (
+    NAMESPACE_DEFAULT,
+    cluster_options,
+    expected_errors,
+    opt,
+    output_option,
+)
+from gitsync.cli.report import drift_rows, render_details, render_table
+from gitsync.errors import one_line
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.kube.client import Kube, path_of
+from gitsync.model.api import KIND
+
+
+@click.command()
+@cluster_options
+@opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
+@opt(
+    "--status-namespace",
+    env="STATUS_NAMESPACE",
+    default=None,
+    help=f"Where the sync status ConfigMap lives (default: {NAMESPACE_DEFAULT}).",
+)
+@opt("--instance-name", env="INSTANCE_NAME", default="", help="The instance whose sync to show.")
+@opt("--repo", env="REPO", default="", help="With --ref and --path: names the instance as sync.")
+@opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
+@opt("--ref", env="REF", default="main", show_default=True, help="As for sync.")
+@opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
+@output_option
+@expected_errors(2)
+def drift(output: str, namespace: str | None, status_namespace: str | None, **kw: Any) -> None:
+    """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
+
+    The last sync is shown for the instance the flags name (as for sync), or for every
+    instance in --status-namespace when they name none."""
+    named = bool(kw["instance_name"] or kw["instance_repo"] or kw["repo"])
+    identity = common.identity(kw)
+    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    status_namespace = status_namespace or kube.namespace
+    apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
+    rows = drift_rows(apps)
+    if named:
+        found = StateWriter(kube, status_namespace, identity.name).read()
+        states = {identity.name: found} if found else {}
+    else:
+        states = StateWriter.read_all(kube, status_namespace)
+    drifted = any(r["drifted"] for r in rows)
+    if output == "text":
+        if rows:
+            click.echo(render_table(rows), nl=False)
+            if drifted:
+                click.echo("\n" + render_details(rows), nl=False)
+        else:  # as kubectl says it: an empty table would read as a failure to list
+            where = f" in namespace {namespace}" if namespace else ""
+            click.echo(f"No MyApps found{where}.", err=True)
+        for name, state in sorted(states.items()):
+            click.echo(
+                f"\nsync of {name}: revision {state.get('revision') or '-'}, "
+                f"result {state.get('result') or '-'}, "
+                f"last error: {one_line(state.get('lastError') or 'none', 2000)}"
+            )
+    else:
+        # "sync": the one instance's state, as before instances had names
+        only = next(iter(states.values())) if len(states) == 1 else {}
+        common.emit({"sync": only, "instances": states, "apps": rows}, output)
+    sys.exit(1 if drifted else 0)

@@ -1,0 +1,184 @@
+"""``gitsync run``: the daemon's flags, wired into :class:`~gitsync.daemon.daemon.Daemon`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gitsync.cli import common
+from gitsync.cli.options import (
+    F,
+    cluster_options,
+    expected_errors,
+    field_manager_option,
+    opt,
+    source_options,
+    sync_options,
+    watch_namespace_option,
+)
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.notification import FORMATS
+from gitsync.daemon.notify import Notifier
+from gitsync.errors import ConfigError
+
+
+def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
+    """Limits that must be positive, each ``name=(default, help)``: ``webhook_rate`` is
+    ``--webhook-rate`` (and ``GITSYNC_WEBHOOK_RATE``). A float default makes a number over
+    0, an int default a whole number from 1."""
+
+    def wrap(f: F) -> F:
+        for name, (default, text) in reversed(flags.items()):
+            kind: click.FloatRange | click.IntRange = (
+                click.FloatRange(min=0, min_open=True)
+                if isinstance(default, float)
+                else click.IntRange(min=1)
+            )
+            flag = "--" + name.replace("_", "-")
+            f = opt(
+                flag, env=name.upper(), type=kind, default=default, show_default=True, help=text
+            )(f)
+        return f
+
+    return wrap
+
+
+@click.command()
+@cluster_options
+@source_options(required=False)
+@sync_options
+@field_manager_option
+@opt(
+    "--listen",
+    env="LISTEN",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="Address of /healthz, /readyz, /metrics, /hooks/git and the drift page.",
+)
+@opt(
+    "--interval",
+    env="INTERVAL",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds between polls of the repository.",
+)
+@opt(
+    "--jitter",
+    env="JITTER",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Random seconds added to each interval.",
+)
+@opt(
+    "--leader-elect/--no-leader-elect",
+    env="LEADER_ELECT",
+    default=True,
+    show_default=True,
+    help="Hold a Lease so only one replica writes.",
+)
+@opt(
+    "--webhook-secret-file",
+    env="WEBHOOK_SECRET_FILE",
+    type=click.Path(path_type=Path),
+    help="File with the push webhook secret (GitHub HMAC or GitLab token).",
+)
+@limits(
+    webhook_rate=(1.0, "Webhook-triggered syncs per second, after a burst of --webhook-burst."),
+    webhook_burst=(3, "Webhook-triggered syncs allowed at once."),
+    http_request_timeout=(
+        10.0,
+        "Seconds a client has to send a whole HTTP request (headers and body).",
+    ),
+    http_max_connections=(
+        256,
+        "Open HTTP connections at most; beyond, the oldest unfinished request is dropped.",
+    ),
+)
+@opt(
+    "--workers",
+    env="WORKERS",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Reconcile workers of the operator.",
+)
+@watch_namespace_option
+@opt(
+    "--notify-url",
+    env="NOTIFY_URL",
+    multiple=True,
+    help="POST drift, conflict, sync and prune notifications here (repeatable; "
+    "slack+https:// or teams+https:// for those formats).",
+)
+@opt(
+    "--notify-secret-file",
+    env="NOTIFY_SECRET_FILE",
+    type=click.Path(path_type=Path),
+    help="Key of the notifications' X-Hub-Signature-256 (HMAC-SHA256 of the body).",
+)
+@opt(
+    "--notify-format",
+    env="NOTIFY_FORMAT",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="Payload of every --notify-url: auto goes by the URL.",
+)
+@opt(
+    "--ui/--no-ui",
+    env="UI",
+    default=True,
+    show_default=True,
+    help="Serve the read-only drift page at / (and /api/v1/apps) on --listen.",
+)
+@expected_errors(1)
+def run(**kw: Any) -> None:
+    """The daemon: the operator, and the Git sync loop when --repo is given."""
+    from gitsync.daemon.daemon import Daemon, DaemonOptions
+
+    secret = b""
+    if kw.get("webhook_secret_file"):
+        try:
+            secret = Path(kw["webhook_secret_file"]).read_bytes().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read --webhook-secret-file: {e.strerror}") from e
+    identity = common.identity(kw)  # before any connection: a bad --instance-name is a usage error
+    controller = common.controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
+    syncer = common.syncer(kw, controller) if kw.get("repo") else None
+    metrics = metricslib.standard()
+    notifier = _notifier(kw, metrics)
+    if notifier is not None:
+        controller.events.listeners.append(notifier.on_event)
+        notifier.start()
+    options = DaemonOptions(
+        listen=kw["listen"],
+        interval=kw["interval"],
+        jitter=kw["jitter"],
+        leader_elect=kw["leader_elect"],
+        lease_namespace=kw["status_namespace"],
+        lease_name=identity.lease_name,
+        webhook_secret=secret,
+        webhook_rate=kw["webhook_rate"],
+        webhook_burst=kw["webhook_burst"],
+        http_request_timeout=kw["http_request_timeout"],
+        http_max_connections=kw["http_max_connections"],
+        ui=kw["ui"],
+    )
+    code = Daemon(controller, syncer, options, metrics).run()
+    if notifier is not None:
+        notifier.stop()
+    sys.exit(code)
+
+
+def _notifier(kw: dict[str, Any], metrics: metricslib.Metrics) -> Notifier | None:
+    if not kw.get("notify_url"):
+        return None
+    return Notifier.from_flags(
+        kw["notify_url"], kw.get("notify_secret_file"), kw["notify_format"], metrics
+    )

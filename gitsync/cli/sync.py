@@ -1,0 +1,60 @@
+"""``gitsync sync``: one complete pass, printed."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gitsync.cli import common
+from gitsync.cli.options import (
+    cluster_options,
+    expected_errors,
+    fail,
+    field_manager_option,
+    output_option,
+    source_options,
+    sync_options,
+)
+
+
+@click.command()
+@cluster_options
+@source_options(required=True)
+@sync_options
+@field_manager_option
+@output_option
+@expected_errors(1)
+def sync(output: str, **kw: Any) -> None:
+    """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
+    common.identity(kw)  # a bad --instance-name is reported before anything starts
+    controller = common.controller(kw)
+    controller.myapps.start()
+    controller.deployments.start()
+    if not controller.wait_synced(60):
+        fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
+    result = common.syncer(kw, controller).run()
+    if output == "text":
+        for c in result.changes:
+            if c.action != "unchanged":
+                click.echo(f"{c.subject} {c.action}" + (f": {c.reason}" if c.reason else ""))
+        for e in result.errors:
+            click.echo(f"error: {e}", err=True)
+        if result.prune_skipped:
+            click.echo(f"prune skipped: {result.prune_skipped}", err=True)
+        click.echo(f"revision {result.revision or '-'}: {result.summary()}")
+    else:
+        doc = {
+            "revision": result.revision,
+            "ok": result.ok,
+            "objects": [
+                {"subject": c.subject, "action": c.action, "message": c.reason}
+                for c in result.changes
+            ],
+            "errors": result.errors,
+            "pruneSkipped": result.prune_skipped,
+        }
+        common.emit(doc, output)
+    # an untrusted commit is an error of the source, as diff reports it: 2
+    sys.exit(2 if result.rejection else 0 if result.ok else 1)
