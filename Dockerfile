@@ -25,9 +25,10 @@ RUN pip wheel --wheel-dir /wheels --no-deps .
 # --- runtime -------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
 
-# git for the source, ssh for git@ remotes; nothing else
+# git for the source, ssh for git@ remotes (and ssh-keygen for SSH-signed commits), gpg
+# for OpenPGP-signed commits (--verify-commits); nothing else
 RUN apt-get update \
- && apt-get install --yes --no-install-recommends git openssh-client \
+ && apt-get install --yes --no-install-recommends git openssh-client gpg \
  && rm -rf /var/lib/apt/lists/*
 
 # a passwd entry for 65532: ssh refuses to run for a UID it cannot look up. No

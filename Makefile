@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium peers bundle cluster cluster-down lint typecheck unit integration faults test demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults test demo run bench clean
 
 all: test
 
@@ -26,6 +26,12 @@ chromium:
 	@test -x /usr/bin/chromium || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+
+# the SSH transport tests run Debian's OpenSSH sshd on loopback, as a child of the test
+sshd:
+	@test -x /usr/sbin/sshd || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends openssh-server; }
 
 binaries: $(STAMP)
 	$(PY) -m testenv.build
@@ -48,6 +54,7 @@ cluster-down: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gitsync tests testenv bench release
 	$(VENV)/bin/ruff format --check gitsync tests testenv bench release
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -55,7 +62,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -m 'not integration' tests
 
-integration: cluster chromium
+integration: cluster chromium sshd
 	$(PY) -m pytest -m integration tests
 
 # crashes and outages at full counts (5 API server kills, 20 daemon kills, ...) against a
@@ -64,7 +71,7 @@ faults: $(STAMP)
 	GITSYNC_FAULTS=long $(PY) -m pytest -m faults -s tests/faults
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
-test: lint typecheck cluster peers chromium
+test: lint typecheck cluster peers chromium sshd
 	$(PY) -m pytest tests
 
 demo: $(STAMP)
@@ -78,4 +85,4 @@ bench: cluster peers
 	$(PY) -m bench.run
 
 clean: cluster-down
-	rm -rf $(VENV) .testenv .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .testenv .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

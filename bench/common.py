@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from gitsync.kube import Kube, resource_path
-from gitsync.quantity import parse_quantity
+from gitsync.kube.client import Kube, resource_path
+from gitsync.model.quantity import parse_quantity
 from testenv import cluster
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import flux
 from bench.common import ROOT, sh
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from testenv import build, peers
 
 Results = dict[str, Any]

@@ -48,20 +48,18 @@ from bench.common import (
     ensure_nodes,
     namespace,
     percentiles,
-    rss_mib,
     server_requests,
     sh,
     wait,
     write_repo,
     writes,
 )
-from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.kube import Kube
-from gitsync.plan import stamped
-from gitsync.render import render
-from gitsync.source import GitSource, open_source
-from gitsync.sync import Syncer, SyncOptions
+from gitsync.engine.planner import stamped
+from gitsync.gitops.sync import Syncer, SyncOptions
+from gitsync.kube.client import Kube, path_of
+from gitsync.model.render import render
+from gitsync.reconcile.controller import Controller, ControllerConfig
+from gitsync.source.checkout import GitSource, open_source
 from testenv import cluster
 
 N = int(os.environ.get("GITSYNC_BENCH_N", "1000"))
@@ -342,7 +340,7 @@ def bench_daemon(kube: Kube, tmp: Path, out: Results, n: int) -> None:
     try:
         wait("the first sync", lambda: available_count(kube, ns) >= n, every=1.0)
         time.sleep(3)
-        rss = rss_mib(proc.pid)
+        rss = _own_rss_mib(port)
         hook, poll = [], []
         for i in range(10):
             hook.append(
@@ -358,6 +356,19 @@ def bench_daemon(kube: Kube, tmp: Path, out: Results, n: int) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+
+
+def _own_rss_mib(port: int) -> float:
+    """The daemon's RSS as it reports it itself (``process_resident_memory_bytes``, which
+    prometheus_client reads from /proc/self): what a Prometheus scraping it would see.
+    The tool comparison (bench/versus.py) reads /proc for every tool alike."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith("process_resident_memory_bytes "):
+            return float(line.split()[1]) / 2**20
+    raise RuntimeError("the daemon's /metrics has no process_resident_memory_bytes")
 
 
 def _commit_and_wait(

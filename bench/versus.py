@@ -36,10 +36,9 @@ from typing import Any
 from bench import flux as fluxlib
 from bench.common import GITSYNC, app_yaml, namespace, rss_mib, server_requests, sh, wait
 from bench.gitserver import GitHttpServer
-from gitsync.apply import path_of
 from gitsync.errors import APINotFoundError
-from gitsync.informer import Informer
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.kube.informer import Informer
 from testenv import cluster, peers
 
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]

@@ -176,3 +176,14 @@ class APITimeoutError(APIError):
 class OwnershipError(GitsyncError):
     """An object gitsync would create already exists and is not gitsync's: it is
     never taken over (its owner might lose it to the garbage collector later)."""
+
+
+class VerificationError(GitsyncError):
+    """The commit (or tag) at the ref is not signed by a trusted key: it is not applied.
+    Retrying the same commit cannot help; a signed commit (or a key added) will."""
+
+    def __init__(self, message: str, *, reason: str, sha: str, key: str = "") -> None:
+        self.reason = reason
+        self.sha = sha
+        self.key = key
+        super().__init__(message)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # git servers on loopback (git daemon, git http-backend) for the source and sync tests
-pytest_plugins = ["tests.gitserver"]
+pytest_plugins = ["tests.gitserver", "tests.signing"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,4 +1,5 @@
-"""Real Git servers on loopback for the source tests: git daemon, git http-backend, file://.
+"""Real Git servers on loopback for the source tests: git daemon, git http-backend (over
+HTTP or HTTPS), file://; sshd is in tests/sshserver.py.
 
 Every server is a child of the test process, started per test and stopped (by its own
 process id) when the test ends.
@@ -13,10 +14,12 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -152,6 +155,7 @@ class HttpGit:
     url: str
     token: str
     requests: list[str] = field(default_factory=list)  # request lines and auth headers seen
+    set_token: Callable[[str], None] = lambda _: None  # what the server accepts from now on
 
 
 class _Backend(BaseHTTPRequestHandler):
@@ -257,23 +261,44 @@ class _Server(ThreadingHTTPServer):
     seen: list[str]
 
 
-@pytest.fixture
-def http_git(upstream: Upstream) -> Iterator[HttpGit]:
-    """``git http-backend`` behind HTTP Basic auth (any user, password = the token)."""
+@contextmanager
+def serve_http_git(
+    upstream: Upstream, token: str, tls: tuple[Path, Path] | None = None
+) -> Iterator[HttpGit]:
+    """``git http-backend`` behind HTTP Basic auth (any user, password = ``token``), over
+    TLS when ``tls`` (certificate, key) is given; the token can be changed while it runs."""
     server = _Server(("127.0.0.1", 0), _Backend)
+    if tls is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*tls)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     server.root = upstream.base
     server.home = upstream.home
-    server.token = "tok-" + secrets.token_hex(16)
+    server.token = token
     server.seen = []
     thread = threading.Thread(target=server.serve_forever, name="http-git", daemon=True)
     thread.start()
     port = server.server_address[1]
+    scheme = "https" if tls is not None else "http"
+
+    def set_token(new: str) -> None:
+        server.token = new
+
     try:
-        yield HttpGit(f"http://127.0.0.1:{port}/{upstream.bare.name}", server.token, server.seen)
+        yield HttpGit(
+            f"{scheme}://127.0.0.1:{port}/{upstream.bare.name}", token, server.seen, set_token
+        )
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def http_git(upstream: Upstream) -> Iterator[HttpGit]:
+    """``git http-backend`` behind HTTP Basic auth (any user, password = the token)."""
+    with serve_http_git(upstream, "tok-" + secrets.token_hex(16)) as server:
+        yield server
 
 
 @pytest.fixture

@@ -83,14 +83,17 @@ def connect_proxy() -> Iterator[Proxy]:
         listener.close()
 
 
-def self_signed(directory: Path, name: str = "server") -> tuple[Path, Path]:
-    """(certificate, key) for 127.0.0.1, signed by nobody: a CA no client trusts."""
+def self_signed(
+    directory: Path, name: str = "server", san: str = "IP:127.0.0.1"
+) -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1 (or ``san``), signed by nobody: a CA no client
+    trusts."""
     cert, key = directory / f"{name}.crt", directory / f"{name}.key"
     subprocess.run(
         [
             *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"),
             *("-nodes", "-days", "1"),
-            *("-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"),
             *("-keyout", str(key), "-out", str(cert)),
         ],
         check=True,

@@ -8,9 +8,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gitsync.apply import path_of
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube, path_of
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.faults.harness import PrivateControlPlane
 
 

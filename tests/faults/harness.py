@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitsync.apply import path_of
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
 from tests.gitserver import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from tests.faults.harness import DeletionWatch, PrivateControlPlane, apps_files, report
 from tests.gitserver import Upstream
 from tests.support import get

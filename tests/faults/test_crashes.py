@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from tests.faults.harness import (
     Daemon,
     DeletionWatch,

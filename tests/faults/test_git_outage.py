@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.faults.harness import (
     Daemon,
     DeletionWatch,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.errors import APIError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.faults.harness import (
     Daemon,
     DeletionWatch,
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 APPS = runs(60, 200)
 GONE = APPS * 3 // 10  # leave Git: under the prune guard's half
-RENEW_DEADLINE = 10.0  # gitsync.leader.LeaderElector's default
+RENEW_DEADLINE = 10.0  # gitsync.kube.leader.LeaderElector's default
 WRITES = ("APPLY", "PATCH", "POST", "PUT", "DELETE", "CREATE")
 
 

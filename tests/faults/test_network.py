@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
 from gitsync.errors import APIError, GitsyncError
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube, path_of
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.faultproxy import FaultProxy
 from tests.faults.harness import PrivateControlPlane, report
 from tests.support import get, myapp, wait_until

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.faults.harness import (
     Daemon,
     DeletionWatch,

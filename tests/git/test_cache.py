@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner
 
-from gitsync.cache import default_cache_dir
 from gitsync.cli import main
 from gitsync.errors import SourceError
-from gitsync.source import Credentials, GitSource
+from gitsync.source.cache import default_cache_dir
+from gitsync.source.checkout import Credentials, GitSource
 
 if TYPE_CHECKING:
     from tests.gitserver import HttpGit, Upstream

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gitsync.errors import SourceError
-from gitsync.source import Credentials, GitSource
+from gitsync.source.checkout import Credentials, GitSource
 from tests.gitserver import HttpGit, _Backend, _Server
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
+from gitsync.reconcile.controller import Controller, ControllerConfig
 
 
 @pytest.fixture

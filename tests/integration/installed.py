@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.integration.test_deploy import Daemon, free_port, gitsync_env
 from tests.support import app_yaml, get, wait_until
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from testenv import build, peers
 from tests.support import wait_until
 

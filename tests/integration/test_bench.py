@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from bench import report, versus
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 
 
 def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Path) -> None:

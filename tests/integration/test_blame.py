@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_drift import kubectl

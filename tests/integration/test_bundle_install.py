@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from release import bundle
 from tests.integration import olm
 from tests.integration.installed import assert_account_syncs

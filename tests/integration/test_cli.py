@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
+from gitsync.reconcile.controller import Controller
 from tests.integration.test_drift import kubectl
 from tests.support import app_yaml, wait_until
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gitsync.errors import APIInvalidError, APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.support import wait_until
 
 DEPLOYMENTS = ("apps/v1", "deployments")

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

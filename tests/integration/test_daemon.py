@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.kube.client import Kube
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream, free_port
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, get, wait_until
@@ -126,7 +126,7 @@ def test_a_replayed_delivery_is_acknowledged_and_applies_nothing(
     assert webhook_daemon.http("POST", "/hooks/git", body, **delivery)[0] == 202
     wait_until(lambda: get(kube, "MyApp", namespace, "second"), timeout=30, what="second")
     # two passes: the first one (as it came to lead) and the one the delivery asked for
-    two = 'gitsync_sync_total{result="success"} 2\n'
+    two = 'gitsync_sync_total{result="success"} 2.0\n'
     wait_until(lambda: two in webhook_daemon.http("GET", "/metrics")[1], timeout=30, what="2")
     # a new commit, then the old delivery again (GitHub's redelivery, or a replay)
     upstream.commit({"apps/replayed.yaml": app_yaml(namespace, "replayed")})

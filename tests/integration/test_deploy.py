@@ -40,7 +40,7 @@ from kubernetes import client as k8s_client
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from gitsync.errors import APIClientError, APIForbiddenError, APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.support import app_yaml, get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ INSTANCE = yaml.safe_load((ROOT / "deploy" / "config.yaml").read_text())["data"]
 ]
 LEASE = f"gitsync-leader-{INSTANCE}"
 STATUS_CM = f"gitsync-status-{INSTANCE}"
-LEASE_DURATION = 15.0  # gitsync.leader's default
+LEASE_DURATION = 15.0  # gitsync.kube.leader's default
 
 Doc = dict[str, Any]
 

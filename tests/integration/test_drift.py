@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
-from gitsync.controller import Controller
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.reconcile.controller import Controller
 from tests.support import available, get, myapp, wait_until
 
 

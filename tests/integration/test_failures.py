@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube, resource_path
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.kube.client import Kube, resource_path
+from gitsync.reconcile.controller import Controller
 from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import state_of, syncer
 from tests.support import app_yaml, get, wait_until

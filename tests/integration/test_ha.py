@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.apply import path_of
-from gitsync.controller import Controller
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.reconcile.controller import Controller
 from tests.gitserver import free_port
 from tests.support import app_yaml, available, get, myapp, wait_until
 

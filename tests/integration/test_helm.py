@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from testenv import build, peers
 from tests.integration.installed import assert_account_syncs
 from tests.integration.test_deploy import sa_kubeconfig

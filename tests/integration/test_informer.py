@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.informer import Informer
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.informer import Informer
+from gitsync.model.api import Obj
 from tests.support import wait_until
 
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import SOURCE_LABEL
-from gitsync.apply import path_of
-from gitsync.controller import Controller, ControllerConfig
-from gitsync.instance import legacy_label
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.instance import legacy_label
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import actions, exists, state_of, syncer
@@ -86,7 +85,7 @@ def test_two_instances_on_one_repository_keep_to_their_own_myapps(
     wait_until(lambda: second.myapps.get(f"{namespace}/shared"), what="the watch to see shared")
     first = staging.run()
     assert actions(first) == {s: "created" for s in ("s1", "s2", "s3")} | {"shared": "failed"}
-    [refused] = [o.message for o in first.objects if o.action == "failed"]
+    [refused] = [o.reason for o in first.changes if o.action == "failed"]
     assert f"MyApp/{namespace}/shared" in refused and repr(prod.identity.name) in refused
     assert state_of(prod)["result"] == "Succeeded"
     assert repr(prod.identity.name) in state_of(staging)["lastError"]
@@ -174,7 +173,7 @@ def test_myapps_labelled_before_instance_names_are_adopted_not_pruned(
 
 
 class Deposer:
-    """Wraps a method of the controller (or of its applier): after ``calls`` calls the
+    """Wraps a method of the reconciler (or of its applier): after ``calls`` calls the
     replica stops leading (or, with ``cancel``, the pass is cancelled). ``undo`` puts
     the method back."""
 
@@ -215,7 +214,7 @@ def test_a_pass_that_loses_leadership_deletes_nothing_more(
     upstream.commit({"apps/d.yaml": None, "apps/e.yaml": None})
 
     # deposed once the apply phase is over, before the prune
-    applies = Deposer(controller, "apply_from_git", 3, deposed)
+    applies = Deposer(controller.reconciler, "apply_from_git", 3, deposed)
     result = s.run()
     applies.undo()
     assert sorted(args[0] for args in applies.seen) == [f"{namespace}/{n}" for n in "abc"]
@@ -234,7 +233,7 @@ def test_a_pass_that_loses_leadership_deletes_nothing_more(
 
     # shutting down once the apply phase is over: nothing deleted either
     deposed.clear()
-    cancels = Deposer(controller, "apply_from_git", 3, s.cancel)
+    cancels = Deposer(controller.reconciler, "apply_from_git", 3, s.cancel)
     result = s.run()
     cancels.undo()
     assert result.count("pruned") == 0
@@ -327,7 +326,7 @@ def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
             path_of("MyApp", namespace, "gone"), patch, field_manager="other-instance", force=True
         )
 
-    real = controller.apply_from_git
+    real = controller.reconciler.apply_from_git
     applied: list[str] = []
     lock = threading.Lock()
 
@@ -340,8 +339,8 @@ def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
                 if len(applied) == 3:  # the apply phase is over, the prune is next
                     take_over()
 
-    controller.apply_from_git = apply_then_take_over  # type: ignore[method-assign]
+    controller.reconciler.apply_from_git = apply_then_take_over  # type: ignore[method-assign]
     result = s.run()
-    controller.apply_from_git = real  # type: ignore[method-assign]
+    controller.reconciler.apply_from_git = real  # type: ignore[method-assign]
     assert "gone" not in actions(result)
     assert label(kube, namespace, "gone") == "other"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gitsync.errors import APINotFoundError
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.integration.test_deploy import Install, install  # noqa: F401 (a fixture)
 from tests.netfixtures import connect_proxy, self_signed
 from tests.support import app_yaml
@@ -36,12 +36,12 @@ IN_POD = """\
 import sys
 from pathlib import Path
 from kubernetes.config import incluster_config, kube_config
-import gitsync.kubeconfig
+import gitsync.kube.kubeconfig
 token, ca, namespace = sys.argv[1:4]
 incluster_config.SERVICE_TOKEN_FILENAME = token
 incluster_config.SERVICE_CERT_FILENAME = ca
 kube_config.KUBE_CONFIG_DEFAULT_LOCATION = "/nonexistent/kubeconfig"
-gitsync.kubeconfig.SERVICEACCOUNT_NAMESPACE = Path(namespace)
+gitsync.kube.kubeconfig.SERVICEACCOUNT_NAMESPACE = Path(namespace)
 from gitsync.cli import main
 sys.argv = ["gitsync", *sys.argv[4:]]
 main()

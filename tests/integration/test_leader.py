@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitsync.kube import Kube, load_configuration, resource_path
-from gitsync.leader import LeaderElector
+from gitsync.kube.client import Kube, load_configuration, resource_path
+from gitsync.kube.leader import LeaderElector
 from tests.support import wait_until
 
 LEASE = "gitsync-leader"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.controller import Controller
-from gitsync.kube import Kube, resource_path
-from gitsync.source import open_source
-from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.kube.client import Kube, resource_path
+from gitsync.reconcile.controller import Controller
+from gitsync.source.checkout import open_source
 from tests.gitserver import Upstream
 from tests.support import app_yaml, get
 
@@ -58,7 +58,7 @@ def test_myapps_outside_the_watched_namespace_are_refused_not_created(
     syncer = Syncer(controller, source, opts, state)
     for _ in range(2):
         result = syncer.run()
-        assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["seen"]
+        assert [o.subject.rsplit("/", 1)[-1] for o in result.changes] == ["seen"]
         assert len(result.errors) == 1
         assert "apps/unseen.yaml:5:3 (document 0): metadata.namespace:" in result.errors[0]
         assert "outside the namespace gitsync watches" in result.errors[0]
@@ -89,7 +89,7 @@ def test_a_pass_with_hostile_files_applies_the_good_ones(
     )
     state = StateWriter(kube, namespace, identity_of(opts).name)
     result = Syncer(controller, source, opts, state).run()
-    assert [o.subject.rsplit("/", 1)[-1] for o in result.objects] == ["good"]
+    assert [o.subject.rsplit("/", 1)[-1] for o in result.changes] == ["good"]
     assert [e.split(":", 1)[0] for e in result.errors] == [
         *["apps/flood.yaml"] * 21,
         "apps/hex.yaml",

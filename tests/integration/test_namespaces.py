@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.api import MANAGED_BY_LABEL
 from gitsync.errors import APINotFoundError
-from gitsync.instance import INSTANCE_LABEL
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
+from gitsync.model.api import MANAGED_BY_LABEL
+from gitsync.model.instance import INSTANCE_LABEL
 from tests.integration.test_cli import gitsync
 from tests.support import app_yaml
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gitsync import metrics as metricslib
-from gitsync.controller import Controller
-from gitsync.kube import Kube
-from gitsync.notify import Notifier, NotifyOptions
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.notify import Notifier, NotifyOptions
+from gitsync.kube.client import Kube
+from gitsync.reconcile.controller import Controller
 from tests.gitserver import Upstream
 from tests.integration.test_drift import kubectl, start_app
 from tests.integration.test_sync import syncer

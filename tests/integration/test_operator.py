@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
-from gitsync.controller import Controller
 from gitsync.errors import APIInvalidError
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube, path_of
+from gitsync.reconcile.controller import Controller
 from tests.support import available, get, myapp, wait_until
 
 
@@ -133,8 +132,8 @@ def test_deployment_deleted_by_hand_is_recreated(
 def test_rendered_deployment_equals_what_the_server_stores(
     kube: Kube, crd: str, namespace: str
 ) -> None:
-    from gitsync import drift, managedfields
-    from gitsync.render import render
+    from gitsync.engine import drift, managedfields
+    from gitsync.model.render import render
 
     spec = {
         "replicas": 2,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.kube import Kube, resource_path
+from gitsync.kube.client import Kube, resource_path
 from tests.integration.test_cli import common, gitsync
 from tests.integration.test_drift import kubectl
 from tests.support import app_yaml

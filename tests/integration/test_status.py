@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gitsync import managedfields
-from gitsync.apply import path_of
-from gitsync.controller import Controller
-from gitsync.kube import Kube, resource_path
-from gitsync.render import render
+from gitsync.engine import managedfields
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.render import render
+from gitsync.reconcile.controller import Controller
 from tests.gitserver import Upstream
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until

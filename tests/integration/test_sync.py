@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from gitsync.apply import path_of
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.kube import Kube, resource_path
-from gitsync.source import Credentials, GitSource, open_source
-from gitsync.state import StateWriter
-from gitsync.sync import Syncer, SyncOptions, SyncResult, identity_of
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.engine.changeset import ChangeSet
+from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.reconcile.controller import Controller
+from gitsync.source.checkout import Credentials, GitSource, open_source
 from tests.gitserver import HttpGit, Upstream
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
 
@@ -44,8 +44,8 @@ def state_of(s: Syncer) -> dict[str, str]:
     return StateWriter(s.controller.kube, s.state.namespace, s.identity.name).read()
 
 
-def actions(result: SyncResult) -> dict[str, str]:
-    return {o.subject.split("/")[-1]: o.action for o in result.objects}
+def actions(result: ChangeSet) -> dict[str, str]:
+    return {o.subject.split("/")[-1]: o.action for o in result.changes}
 
 
 def exists(kube: Kube, kind: str, ns: str, name: str) -> bool:
@@ -148,7 +148,7 @@ def test_empty_desired_set_and_max_fraction_guard_prune(
         prune_max_fraction=1.0,
     )
     result = allowing.run()
-    assert sorted(o.action for o in result.objects) == ["pruned"] * 4
+    assert sorted(o.action for o in result.changes) == ["pruned"] * 4
     assert not any(exists(kube, "MyApp", namespace, n) for n in names)
 
 
@@ -325,7 +325,6 @@ def test_credentials_never_leak(
     # the same failing pass through the daemon, for its metrics
     daemon = Daemon(controller, bad, DaemonOptions(listen="127.0.0.1:0", leader_elect=False))
     daemon.sync_once()
-    daemon.export_requests()
     metrics = daemon.metrics.render()
     daemon.http.server_close()
     assert 'gitsync_sync_total{result="failure"} 1' in metrics

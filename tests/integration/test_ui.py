@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
 from tests.gitserver import Upstream
 from tests.integration.test_daemon import SECRET, Running, start_daemon
 from tests.integration.test_drift import kubectl
@@ -108,7 +108,9 @@ def test_page_is_read_only(page_daemon: Running, namespace: str) -> None:
 
     def spy(*args: Any, **kw: Any) -> Any:
         stack = traceback.extract_stack()
-        if any(f.filename.endswith(("gitsync/ui.py", "gitsync/page.py")) for f in stack):
+        if any(
+            f.filename.endswith(("gitsync/daemon/ui.py", "gitsync/daemon/page.py")) for f in stack
+        ):
             with lock:
                 from_page.append(str(args[:2]))
         return real(*args, **kw)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitsync.api import Obj
+from gitsync.model.api import Obj
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
 APP = 'k:{"name":"app"}'

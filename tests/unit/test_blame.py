@@ -9,12 +9,20 @@ from typing import Any
 import pytest
 import yaml
 
-from gitsync._yaml import Loader
-from gitsync.blame import Commit, GitView, blame, drifted, line_of, render_text, rendered_from
-from gitsync.cli_blame import parse_target
+from gitsync.cli.blame import parse_target
+from gitsync.engine.blame import (
+    Commit,
+    GitView,
+    blame,
+    drifted,
+    line_of,
+    render_text,
+    rendered_from,
+)
 from gitsync.errors import ConfigError, SourceError
-from gitsync.gitblame import find_document, parse_porcelain, revision_sha, view
-from gitsync.render import render
+from gitsync.model.render import render
+from gitsync.source._yaml import Loader
+from gitsync.source.gitblame import find_document, parse_porcelain, revision_sha, view
 
 A = "a" * 40
 B = "b" * 40

@@ -1,15 +1,19 @@
-"""The controller's guarantees that need no API server: one reconcile of a key at a time."""
+"""The controller's guarantees that need no API server: one reconcile of a key at a time,
+and what the loop does with each reconcile Result (requeue after, backoff, terminal)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import cast
 
 from kubernetes import client as k8s_client
 
-from gitsync.api import Obj
-from gitsync.controller import Controller
-from gitsync.kube import Kube
+from gitsync.kube.client import Kube
+from gitsync.model.api import Obj
+from gitsync.reconcile.controller import Controller, Result
+from gitsync.reconcile.reconciler import Reconciler
+from gitsync.reconcile.workqueue import WorkQueue
 
 KEY = "ns/web"
 
@@ -44,7 +48,7 @@ def test_reconciles_of_one_key_never_overlap_even_when_the_key_is_forgotten() ->
 
     def hammer() -> None:
         for _ in range(40):
-            assert c.reconcile(KEY) is None
+            assert c.reconcile(KEY) == Result()
 
     threads = [threading.Thread(target=hammer) for _ in range(6)]
     for t in threads:
@@ -54,4 +58,107 @@ def test_reconciles_of_one_key_never_overlap_even_when_the_key_is_forgotten() ->
     assert entries == 6 * 40
     assert overlaps == 0
     # forgotten keys leave nothing behind: the lock table does not grow with churn
-    assert len(c._key_locks) == 0
+    assert len(c.reconciler._key_locks) == 0
+
+
+# --- the loop: what a worker does with each Result ------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedReconciler:
+    """Answers each reconcile with the next scripted Result (or raises it)."""
+
+    def __init__(self, *results: Result | Exception) -> None:
+        self.results = list(results)
+        self.keys: list[str] = []
+
+    def reconcile(self, key: str) -> Result:
+        self.keys.append(key)
+        nxt = self.results.pop(0)
+        if isinstance(nxt, Exception):
+            raise nxt
+        return nxt
+
+
+def looping(*results: Result | Exception) -> tuple[Controller, ScriptedReconciler, FakeClock]:
+    c = offline_controller()
+    clock = FakeClock()
+    c.queue = WorkQueue(base_delay=1.0, clock=clock)
+    fake = ScriptedReconciler(*results)
+    c.reconciler = cast(Reconciler, fake)
+    return c, fake, clock
+
+
+def due(c: Controller) -> str | None:
+    """The key the queue hands out now, if any."""
+    key = c.queue.get(timeout=0)
+    if key is not None:
+        c.queue.done(key)
+    return key
+
+
+def test_requeue_after_puts_the_key_back_at_the_servers_hint_without_backoff() -> None:
+    c, _, clock = looping(Result(requeue_after=3.0, error="throttled"))
+    c._process(KEY)
+    assert c.queue.failures(KEY) == 0
+    clock.now += 2.9
+    assert due(c) is None
+    clock.now += 0.2
+    assert due(c) == KEY
+
+
+def test_a_failure_for_now_backs_off_longer_each_time_until_it_succeeds() -> None:
+    c, fake, clock = looping(Result(error="a"), Result(error="b"), Result())
+    c._process(KEY)
+    assert c.queue.failures(KEY) == 1
+    clock.now += 1.0  # base delay
+    assert due(c) == KEY
+    c._process(KEY)
+    clock.now += 1.0
+    assert due(c) is None  # twice the base now
+    clock.now += 1.0
+    assert due(c) == KEY
+    c._process(KEY)
+    assert c.queue.failures(KEY) == 0  # success forgets the backoff
+    assert fake.keys == [KEY] * 3
+
+
+def test_a_terminal_failure_is_not_retried() -> None:
+    c, _, clock = looping(Result(terminal=True, error="invalid"))
+    c._process(KEY)
+    clock.now += 3600
+    assert due(c) is None and c.queue.failures(KEY) == 0
+
+
+def test_a_crash_in_reconcile_is_retried_and_does_not_end_the_worker() -> None:
+    c, _, clock = looping(RuntimeError("bug"))
+    c._process(KEY)
+    clock.now += 1.0
+    assert due(c) == KEY
+
+
+def test_a_standby_reconciles_nothing() -> None:
+    c, fake, _ = looping(Result())
+    c.is_leader = lambda: False
+    c._process(KEY)
+    assert fake.keys == [] and due(c) is None
+
+
+def test_workers_take_keys_from_the_queue_one_at_a_time_per_key() -> None:
+    c, fake, _ = looping(*[Result() for _ in range(3)])
+    c.queue = WorkQueue()
+    c.start_workers()
+    try:
+        for key in ("ns/a", "ns/b", "ns/c"):
+            c.queue.add(key)
+        assert c.wait_idle(5)
+    finally:
+        c.stop(timeout=5)
+    assert sorted(fake.keys) == ["ns/a", "ns/b", "ns/c"]

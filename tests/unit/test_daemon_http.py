@@ -18,8 +18,8 @@ from typing import Any, cast
 
 import pytest
 
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.reconcile.controller import Controller
 
 SECRET = b"hook-secret-for-tests"
 

@@ -9,9 +9,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from gitsync import cli, kubeconfig
-from gitsync.manifests import load
-from gitsync.schema import denied_by
+from gitsync.cli import commands as cli
+from gitsync.kube import kubeconfig
+from gitsync.model.schema import denied_by
+from gitsync.source.manifests import load
 
 DENIED = ("kube-*", "gitsync-system")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.diff import Change, changes, strip_server_fields, unified
-from gitsync.render import render
+from gitsync.engine.differences import Change, changes, strip_server_fields, unified
+from gitsync.model.api import Obj
+from gitsync.model.render import render
 
 C = "spec.template.spec.containers[name=app]"
 MYAPP: Obj = {
@@ -97,6 +97,20 @@ CHANGES: list[Any] = [
             )
         ],
         id="port replaced: ours is added back",
+    ),
+    pytest.param(
+        edit(
+            lambda o: app(o)["ports"].insert(
+                0, {"containerPort": 9090, "protocol": "TCP", "name": "metrics"}
+            )
+        ),
+        [],
+        id="a port others added first: matched by port and protocol, not by index",
+    ),
+    pytest.param(
+        edit(lambda o: app(o)["ports"].insert(0, {"containerPort": 80, "protocol": "UDP"})),
+        [],
+        id="the same port number over UDP first: another item",
     ),
     pytest.param(
         edit(lambda o: o["spec"]["template"]["spec"]["containers"].insert(0, {"name": "side"})),

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.drift import (
+from gitsync.engine.drift import (
     DriftItem,
     drift_items,
     drift_signature,
@@ -20,7 +19,8 @@ from gitsync.drift import (
     project,
     status_entries,
 )
-from gitsync.render import desired_myapp, render
+from gitsync.model.api import Obj
+from gitsync.model.render import desired_myapp, render
 from tests.unit.drift_samples import APP, MYAPP, UID, C, container, live_deployment
 
 CONTAINER = ("f:spec", "f:template", "f:spec", "f:containers", APP)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.drift import DriftItem, attribute, drift_items
-from gitsync.render import render
+from gitsync.engine.drift import DriftItem, attribute, drift_items
+from gitsync.model.api import Obj
+from gitsync.model.render import render
 from tests.unit.drift_samples import APP, MYAPP, C, container, live_deployment
 
 

@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
+from gitsync.cli.logs import TextFormatter
+from gitsync.cli.report import drift_rows, render_table
+from gitsync.engine.managedfields import human_path
 from gitsync.errors import MAX_BODY, APIError, ManifestError, plain_or_quote, quote
-from gitsync.logs import TextFormatter
-from gitsync.managedfields import human_path
-from gitsync.report import drift_rows, render_table
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ bounded whatever the messages hold."""
 
 from __future__ import annotations
 
-from gitsync.failures import LIMIT, summary
+from gitsync.gitops.failures import LIMIT, summary
 
 
 def test_no_failure_no_summary() -> None:

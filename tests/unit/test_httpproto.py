@@ -6,7 +6,7 @@ from io import BytesIO
 
 import pytest
 
-from gitsync.httpproto import BadRequest, Response, body_length, parse_head, render
+from gitsync.daemon.httpproto import BadRequest, Response, body_length, parse_head, render
 
 
 def test_parse_head() -> None:

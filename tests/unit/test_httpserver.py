@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync.httpproto import Request, Response
-from gitsync.httpserver import Limits, Server
-from gitsync.metrics import Metrics
+from gitsync.daemon.httpproto import Request, Response
+from gitsync.daemon.httpserver import Limits, Server
+from gitsync.daemon.metrics import Metrics, standard
 
 
 def echo(request: Request) -> Response:
@@ -74,7 +74,7 @@ def healthz(server: Server) -> tuple[int, float]:
 
 
 def test_a_slow_client_is_cut_at_the_request_deadline() -> None:
-    metrics = Metrics()
+    metrics = standard()
     with serving(Limits(request_timeout=2.0), metrics) as server, connect(server) as sock:
         start = time.monotonic()
         request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -131,7 +131,7 @@ def test_slow_clients_hold_no_thread_and_probes_still_answer() -> None:
 
 
 def test_over_the_cap_the_oldest_unfinished_request_makes_room() -> None:
-    metrics = Metrics()
+    metrics = standard()
     with serving(Limits(max_connections=3), metrics) as server:
         idle = [connect(server) for _ in range(3)]
         settle(lambda: server.open_connections() == 3)
@@ -197,7 +197,7 @@ def test_answers_are_plain_text_without_a_server_banner() -> None:
 
 
 def test_bodies_and_headers_are_capped() -> None:
-    metrics = Metrics()
+    metrics = standard()
     limits = Limits(max_body=100, max_buffered=150, max_header_bytes=1024)
     with serving(limits, metrics) as server:
         post = b"POST /hook HTTP/1.1\r\nContent-Length: %d\r\n\r\n"
@@ -278,7 +278,7 @@ def test_probes_answer_while_every_worker_is_busy() -> None:
 def test_trickled_bodies_cannot_turn_real_deliveries_away() -> None:
     """Body bytes are reserved when a request announces them, before it is verified: when
     the reserve is full, the body that has been arriving longest makes room."""
-    metrics = Metrics()
+    metrics = standard()
     limits = Limits(max_body=1024, max_buffered=2048, request_timeout=20)
     with serving(limits, metrics) as server:
         trickling = [connect(server) for _ in range(2)]

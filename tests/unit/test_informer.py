@@ -7,13 +7,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.informer import TOMBSTONE_SECONDS, Informer
-from gitsync.kube import Kube
+from gitsync.errors import APIServerError
+from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer
+from gitsync.model.api import Obj
 
 KEY = "ns/web"
 
@@ -37,6 +37,8 @@ class FakeAPI:
         #: runs while a list is in flight (after its snapshot, before its reply)
         self.during_list: Callable[[], None] = lambda: None
         self.events: queue.Queue[Obj] = queue.Queue()
+        #: the resourceVersion each watch started from
+        self.watches: list[str] = []
 
     def list(self, path: str, *, params: Any = None, subject: str = "") -> Obj:
         self.lists += 1
@@ -51,17 +53,28 @@ class FakeAPI:
     def stream(
         self, path: str, *, params: Any = None, subject: str = "", read_timeout: float = 60.0
     ) -> Iterator[Obj]:
+        self.watches.append(str((params or {}).get("resourceVersion")))
         while True:
             try:
                 event = self.events.get(timeout=0.1)
             except queue.Empty:
                 continue
+            if event["type"] == "END":
+                return  # the server's timeoutSeconds: the stream ends cleanly
+            if event["type"] == "BROKEN":
+                raise APIServerError(subject, "connection reset", status=500)
             yield event
             if event["type"] == "ERROR":
                 return
 
     def push(self, kind: str, obj: Obj) -> None:
         self.events.put({"type": kind, "object": obj})
+
+    def end_watch(self) -> None:
+        self.events.put({"type": "END", "object": {}})
+
+    def break_watch(self) -> None:
+        self.events.put({"type": "BROKEN", "object": {}})
 
     def expire_watch(self) -> None:
         self.events.put({"type": "ERROR", "object": {"code": 410, "message": "too old"}})
@@ -98,7 +111,7 @@ def started() -> Iterator[Callable[..., tuple[Informer, FakeAPI, Recorder]]]:
         items: list[Obj], list_rv: int, clock: Callable[[], float] = time.monotonic
     ) -> tuple[Informer, FakeAPI, Recorder]:
         api = FakeAPI(items, list_rv)
-        inf = Informer(cast(Kube, api), "/api/v1/configmaps", name="test", clock=clock)
+        inf = Informer(api, "/api/v1/configmaps", name="test", clock=clock)
         rec = Recorder()
         inf.add_handler(rec)
         inf.start()
@@ -227,7 +240,7 @@ def test_a_write_observed_while_a_relist_notifies_does_not_break_the_relist() ->
     # workers observe() their writes while the informer thread hands a relist's
     # objects to the handlers; here a handler does it, so the timing is certain
     api = FakeAPI([cm("a", 5, uid="a"), cm("b", 6, uid="b")], 10)
-    inf = Informer(cast(Kube, api), "/api/v1/configmaps", name="test")
+    inf = Informer(api, "/api/v1/configmaps", name="test")
     inf.add_handler(lambda kind, obj: inf.observe(cm(f"new-{obj['metadata']['name']}", 11)))
     inf.start()
     try:
@@ -236,3 +249,62 @@ def test_a_write_observed_while_a_relist_notifies_does_not_break_the_relist() ->
         assert {o["metadata"]["name"] for o in inf.items()} == {"a", "b", "new-a", "new-b"}
     finally:
         inf.stop()
+
+
+def eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 5
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_watch_that_ends_resumes_from_the_last_bookmark_without_a_relist(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    api.events.put({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}})
+    api.end_watch()
+    eventually(lambda: len(api.watches) == 2, "the watch to reconnect")
+    assert api.watches == ["10", "42"] and api.lists == 1
+    assert rec.seen == [("ADDED", "web", "5")]  # a bookmark is no object event
+    assert inf.get(KEY) is not None
+
+
+def test_410_gone_relists_and_tells_the_handlers_what_changed_meanwhile(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5), cm("old", 6, uid="uid-2")], 10)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    # while the watch was too far behind: web changed, old was deleted, new was created
+    api.items, api.list_rv = [cm("web", 15), cm("new", 16, uid="uid-3")], 30
+    api.expire_watch()
+    eventually(lambda: api.watches == ["10", "30"], "the watch from the new list")
+    assert api.lists == 2
+    assert sorted(rec.seen[2:]) == [
+        ("ADDED", "new", "16"),
+        ("DELETED", "old", "6"),
+        ("MODIFIED", "web", "15"),
+    ]
+    assert sorted(o["metadata"]["name"] for o in inf.items()) == ["new", "web"]
+
+
+def test_a_deleted_event_removes_the_object_and_tells_the_handlers(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    api.push("DELETED", cm("web", 11))
+    rec.wait_for(("DELETED", "web", "11"))
+    assert inf.get(KEY) is None and inf.tombstones() == 1
+
+
+def test_a_broken_stream_relists_after_a_backoff(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    inf, api, rec = started([cm("web", 5)], 10)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    api.items, api.list_rv = [cm("web", 12)], 20
+    api.break_watch()
+    eventually(lambda: api.watches == ["10", "20"], "the relist and a new watch")
+    rec.wait_for(("MODIFIED", "web", "12"))
+    assert api.lists == 2 and inf.relists == 2

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.api import SOURCE_LABEL
 from gitsync.errors import ConfigError
-from gitsync.instance import (
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.instance import (
     OPERATOR_ONLY,
     Instance,
     check_name,
@@ -12,7 +12,7 @@ from gitsync.instance import (
     legacy_label,
     resolve,
 )
-from gitsync.schema import is_dns_label
+from gitsync.model.schema import is_dns_label
 
 URL = "https://github.com/example/platform-apps.git"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import threading
 
-from gitsync.keylock import KeyLocks
+from gitsync.reconcile.keylock import KeyLocks
 
 
 def test_one_key_is_held_by_one_thread_and_the_entry_goes_with_the_last_user() -> None:

@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes.config import kube_config
 
-from gitsync import kubeconfig as kubemod
-from gitsync.errors import APIConfigError, APITimeoutError
-from gitsync.kube import Kube
-from gitsync.kubeconfig import default_namespace
+from gitsync.errors import APIConfigError, APITimeoutError, ConfigError
+from gitsync.kube import kubeconfig as kubemod
+from gitsync.kube.client import Kube
+from gitsync.kube.kubeconfig import default_namespace
 from tests.gitserver import free_port
 from tests.netfixtures import connect_proxy, self_signed
 
@@ -101,10 +101,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class TLSServer:
-    def __init__(self, directory: Path, *, client_ca: Path | None = None) -> None:
-        self.cert, key = self_signed(directory)
+    def __init__(
+        self, directory: Path, *, client_ca: Path | None = None, san: str = "IP:127.0.0.1"
+    ) -> None:
+        self.cert, key = self_signed(directory, san=san)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.cert, key)
+        #: the server names clients asked for (SNI)
+        self.sni: list[str | None] = []
+        ctx.sni_callback = lambda _sock, name, _ctx: self.sni.append(name)
         if client_ca is not None:
             ctx.verify_mode = ssl.CERT_REQUIRED
             ctx.load_verify_locations(client_ca)
@@ -188,6 +193,26 @@ def test_a_server_that_is_down_is_temporary() -> None:
     with pytest.raises(APITimeoutError) as info:
         Kube(configuration(f"https://127.0.0.1:{free_port()}", None)).get("/version")
     assert info.value.temporary
+
+
+def test_tls_server_name_is_the_name_sent_and_checked(tmp_path: Path) -> None:
+    """The kubeconfig's tls-server-name: the name sent as SNI and checked in the server's
+    certificate, whatever address the server URL has."""
+    server = TLSServer(tmp_path, san="DNS:api.cluster.internal")
+    try:
+        with pytest.raises(APIConfigError, match="certificate is not trusted"):
+            Kube(configuration(server.url, server.cert)).get("/version")
+        named = configuration(server.url, server.cert, tls_server_name="api.cluster.internal")
+        assert Kube(named).get("/version") == {"major": "1"}
+        assert server.sni[-1] == "api.cluster.internal"
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("proxy", ["ftp://proxy.example:21", "http://"])
+def test_a_proxy_that_cannot_be_used_is_a_config_error_naming_it(proxy: str) -> None:
+    with pytest.raises(ConfigError, match=r"^proxy .*only http, https and socks"):
+        Kube(configuration("https://127.0.0.1:6443", None, proxy=proxy))
 
 
 def test_the_configured_proxy_carries_every_request(tls_server: TLSServer) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from gitsync.kube import encode_body
+from gitsync.kube.client import encode_body
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.errors import ConfigError
-from gitsync.kubeconfig import Source, choose_source, load_configuration
+from gitsync.kube.kubeconfig import Source, choose_source, load_configuration
 
 
 def kubeconfig(path: Path) -> Path:

@@ -7,19 +7,18 @@ tests/integration/test_leader.py; here every step is deterministic.
 from __future__ import annotations
 
 import copy
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
 from gitsync.errors import (
     APIConflictError,
     APINotFoundError,
     APIServerError,
     APITimeoutError,
 )
-from gitsync.kube import Kube
-from gitsync.leader import LeaderElector
+from gitsync.kube.leader import LeaderElector
+from gitsync.model.api import Obj
 
 KUBE_DEFAULT_TIMEOUT = 30.0  # what Kube.request waits when given no timeout
 RENEW_DEADLINE = 10.0
@@ -123,9 +122,7 @@ def api(clock: FakeClock) -> FakeLeaseAPI:
 
 
 def elector(api: FakeLeaseAPI, clock: FakeClock, calls: Calls) -> LeaderElector:
-    e = LeaderElector(
-        cast(Kube, api), "ns", "lease", "me", renew_deadline=RENEW_DEADLINE, clock=clock
-    )
+    e = LeaderElector(api, "ns", "lease", "me", renew_deadline=RENEW_DEADLINE, clock=clock)
     # what run() would pass; step() is run() without the waiting
     e._on_started, e._on_stopped = calls.started, calls.stopped
     return e
@@ -237,3 +234,30 @@ def test_a_released_lease_is_not_taken_again_by_a_later_renewal(
     assert api.holder() == ""
     assert not e.is_leader()
     assert calls.log == ["started"]
+
+
+def test_renewals_keep_leadership_past_many_renew_deadlines(
+    api: FakeLeaseAPI, clock: FakeClock
+) -> None:
+    e, calls = leading(api, clock)
+    for _ in range(10):
+        clock.now += 2.0  # the retry period
+        e.step()
+        assert e.is_leader()
+    # 20 s: twice the renew deadline, held by renewing (PUTs of our own Lease)
+    assert calls.log == ["started"] and api.holder() == "me"
+    assert [m for m, _ in api.calls].count("PUT") == 10
+
+
+def test_a_live_lease_of_another_holder_is_waited_out_not_taken(
+    api: FakeLeaseAPI, clock: FakeClock
+) -> None:
+    e, calls = leading(api, clock)
+    api.take_over("other")
+    e.step()
+    for _ in range(3):
+        clock.now += 2.0
+        api.take_over("other")  # the other holder renews
+        e.step()
+        assert not e.is_leader() and api.holder() == "other"
+    assert calls.log == ["started", "stopped"]

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.managedfields import (
+from gitsync.engine.managedfields import (
     Owner,
     Path,
     fields_of,
@@ -21,7 +20,8 @@ from gitsync.managedfields import (
     leaf_paths,
     owner_of,
 )
-from gitsync.render import render
+from gitsync.model.api import Obj
+from gitsync.model.render import render
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
 APP = 'k:{"name":"app"}'

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitsync import _yaml
 from gitsync.errors import ConfigError, ManifestError
-from gitsync.manifests import DesiredApp, Limits, LoadResult, load
+from gitsync.source import _yaml
+from gitsync.source.manifests import DesiredApp, Limits, LoadResult, load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "repo"
 
@@ -204,6 +204,17 @@ def test_valid_quantities_and_integers(tmp_path: Path) -> None:
     result = load(tmp_path)
     assert result.ok, [str(e) for e in result.errors]
     assert result.apps[0].obj["spec"]["replicas"] == 0
+
+
+def test_a_number_with_no_fraction_is_an_integer(tmp_path: Path) -> None:
+    # the API server takes replicas: 2.0 for a MyApp and stores 2 (tests/integration/
+    # test_integers.py); gitsync reads it the same, and sends the integer
+    write(tmp_path, {"a.yaml": app() + "  replicas: 2.0\n  port: 8080.0\n"})
+    result = load(tmp_path)
+    assert result.ok, [str(e) for e in result.errors]
+    spec = result.apps[0].obj["spec"]
+    assert (spec["replicas"], spec["port"]) == (2, 8080)
+    assert type(spec["replicas"]) is int and type(spec["port"]) is int
 
 
 @pytest.mark.parametrize(

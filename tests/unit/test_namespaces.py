@@ -3,10 +3,10 @@ which namespaces gitsync creates."""
 
 from __future__ import annotations
 
-from gitsync.api import MANAGED_BY_LABEL
-from gitsync.changeset import plan
-from gitsync.instance import INSTANCE_LABEL
-from gitsync.namespaces import FLAG, plan_namespaces, to_look_up
+from gitsync.engine.changeset import plan
+from gitsync.engine.namespace_plan import FLAG, plan_namespaces, to_look_up
+from gitsync.model.api import MANAGED_BY_LABEL
+from gitsync.model.instance import INSTANCE_LABEL
 
 
 def myapp(ns: str, name: str) -> dict[str, object]:

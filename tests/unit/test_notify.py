@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from gitsync import metrics as metricslib
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.notification import Notification, format_for, from_event, payload
+from gitsync.daemon.notify import Notifier, NotifyOptions
 from gitsync.errors import ConfigError
-from gitsync.notification import Notification, format_for, from_event, payload
-from gitsync.notify import Notifier, NotifyOptions
 from tests.support import wait_until
 
 SECRET = b"notify-secret-for-tests"

@@ -31,7 +31,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from gitsync import metrics
+from gitsync.daemon import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -125,7 +125,7 @@ def test_copied_files_build_a_wheel_with_the_console_script(tmp_path: Path) -> N
     [wheel] = (tmp_path / "dist").glob("gitsync-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        assert "gitsync/cli.py" in names and "gitsync/py.typed" in names
+        assert "gitsync/cli/commands.py" in names and "gitsync/py.typed" in names
         [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         text = zf.read(entry_points).decode()
     assert re.search(r"^\[console_scripts\]\s*^gitsync = gitsync\.cli:main$", text, re.M), text

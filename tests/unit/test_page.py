@@ -9,11 +9,11 @@ import threading
 from types import SimpleNamespace
 from typing import Any, cast
 
-from gitsync import page
-from gitsync.blame import BlameRow, Origin
-from gitsync.controller import Controller
-from gitsync.daemon import Daemon, DaemonOptions
-from gitsync.httpproto import Request
+from gitsync.daemon import page
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.daemon.httpproto import Request
+from gitsync.engine.blame import BlameRow, Origin
+from gitsync.reconcile.controller import Controller
 
 EVIL = '<script>alert("x")</script>'
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import APPLIED_ANNOTATION, Obj
-from gitsync.changeset import changes_of, plan
-from gitsync.diff import unified
-from gitsync.drift import DriftItem
-from gitsync.managedfields import Path, fields_of
-from gitsync.plan import (
+from gitsync.engine.changeset import PruneGuard, changes_of, plan, plan_prune
+from gitsync.engine.differences import unified
+from gitsync.engine.drift import DriftItem
+from gitsync.engine.managedfields import Path, fields_of
+from gitsync.engine.planner import (
     Policy,
     Settings,
     after,
@@ -24,7 +23,8 @@ from gitsync.plan import (
     stamped,
     without,
 )
-from gitsync.render import render
+from gitsync.model.api import APPLIED_ANNOTATION, Obj
+from gitsync.model.render import render
 
 POLICY = Policy(correct=True, suspended=False, force_managers=("kubectl",), field_manager="gitsync")
 
@@ -250,7 +250,8 @@ def test_changeset_exit_rule_counts_writes_only() -> None:
         not hpa.writes
         and hpa.summary() == "0 created, 0 configured, 1 unchanged, 0 pruned; 1 conflict"
     )
-    gone = plan({}, {"shop/web": applied(APP)}, {}, ["shop/web"])
+    live = {"shop/web": applied(APP)}
+    gone = plan({}, live, {}, plan_prune({}, live, PruneGuard(allow_empty=True, max_fraction=1)))
     assert gone.writes and [c.to_json() for c in gone.changes] == [
         {
             "object": "MyApp/shop/web",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.prune import PrunePlan, plan_prune, too_many
+from gitsync.engine.prune import PrunePlan, plan_prune, too_many
 
 TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
 

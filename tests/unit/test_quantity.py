@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from gitsync.quantity import canonical_quantity, parse_quantity, quantities_equal
+from gitsync.model.quantity import canonical_quantity, parse_quantity, quantities_equal
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gitsync.api import Obj
-from gitsync.render import desired_myapp, render, selector_labels
+from gitsync.model.api import Obj
+from gitsync.model.render import desired_myapp, render, selector_labels
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
 LABELS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitsync.report import drift_rows, render_details
+from gitsync.cli.report import drift_rows, render_details
 
 
 def app(drift: list[dict[str, object]]) -> dict[str, object]:

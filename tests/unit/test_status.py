@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.status import (
+from gitsync.model.myapp_status import (
     SyncInfo,
     compute,
     keep_recorded_drift,

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, cast
 
-from gitsync.api import SOURCE_LABEL
-from gitsync.controller import Controller
+from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import APIConflictError
-from gitsync.source import Source
-from gitsync.sync import Syncer, SyncOptions, SyncResult
+from gitsync.gitops.sync import Operator, Syncer, SyncOptions
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.source.checkout import Source
 
 
 @dataclass
@@ -56,16 +56,12 @@ def tracking(s: Syncer, gone: str) -> dict[str, dict[str, Any]]:
 
 
 def syncer(api: FakeAPI) -> Syncer:
-    controller = SimpleNamespace(
-        myapps=api.cache,
-        applier=api,
-        is_leader=lambda: api.leader,
-        foreign_owner=None,
-        sync_info={},
-        events=api,
+    reconciler = SimpleNamespace(
+        myapps=api.cache, writer=api, foreign_owner=None, sync_info={}, events=api
     )
+    controller = SimpleNamespace(reconciler=reconciler, is_leader=lambda: api.leader)
     options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
-    return Syncer(cast(Controller, controller), cast(Source, SimpleNamespace()), options)
+    return Syncer(cast(Operator, controller), cast(Source, SimpleNamespace()), options)
 
 
 def test_a_status_write_the_cache_has_not_seen_delays_the_prune_but_does_not_stop_it() -> None:
@@ -73,10 +69,10 @@ def test_a_status_write_the_cache_has_not_seen_delays_the_prune_but_does_not_sto
     s = syncer(api)
     api.cache["shop/web"] = myapp(s.source_label, "11")  # the cache is one write behind
     tracked = tracking(s, "shop/web")
-    result = SyncResult()
+    result = ChangeSet()
     s._prune(result, KEPT, tracked, manifests_ok=True)
     assert api.deleted == [("shop/web", "12")]
-    assert [(o.subject, o.action) for o in result.objects] == [("MyApp/shop/web", "pruned")]
+    assert [(o.subject, o.action) for o in result.changes] == [("MyApp/shop/web", "pruned")]
     assert api.events == ["Pruned"]
 
 
@@ -93,9 +89,9 @@ def test_a_myapp_relabelled_before_the_retry_is_not_deleted() -> None:
         api.cache[key]["metadata"]["labels"][SOURCE_LABEL] = "other-instance"
 
     api._catch_up = relabelled  # type: ignore[method-assign]
-    result = SyncResult()
+    result = ChangeSet()
     s._prune(result, KEPT, tracked, manifests_ok=True)
-    assert api.deleted == [] and result.objects == [] and api.events == []
+    assert api.deleted == [] and result.changes == [] and api.events == []
 
 
 def test_no_delete_is_retried_once_leadership_is_lost() -> None:
@@ -110,5 +106,5 @@ def test_no_delete_is_retried_once_leadership_is_lost() -> None:
         original(key)
 
     api._catch_up = deposed  # type: ignore[method-assign]
-    s._prune(SyncResult(), KEPT, tracked, manifests_ok=True)
+    s._prune(ChangeSet(), KEPT, tracked, manifests_ok=True)
     assert api.deleted == []

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from gitsync.errors import APIServerError, APITooManyRequestsError
-from gitsync.throttle import Throttle
+from gitsync.kube.throttle import Throttle
 
 
 class Clock:

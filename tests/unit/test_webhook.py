@@ -5,7 +5,7 @@ import hmac
 
 import pytest
 
-from gitsync.webhook import (
+from gitsync.daemon.webhook import (
     MAX_BODY,
     Deliveries,
     Receiver,

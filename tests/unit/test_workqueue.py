@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import threading
 
-from gitsync.workqueue import WorkQueue
+from gitsync.reconcile.workqueue import WorkQueue
 
 
 class FakeClock:

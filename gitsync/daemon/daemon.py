@@ -1,0 +1,321 @@
+"""``gitsync run``: the operator, the scheduled sync, leader election and HTTP.
+
+One process: informers and workers (the operator) always; the Git sync job
+when a repository is configured; both write only while this replica leads.
+HTTP on one port (:mod:`gitsync.daemon.httpserver`): /healthz, /readyz, /metrics, /hooks/git,
+and the drift page (:mod:`gitsync.daemon.ui`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Literal
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon import webhook
+from gitsync.daemon.httpproto import Request, Response
+from gitsync.daemon.httpserver import Limits, Server
+from gitsync.daemon.ui import DriftPage
+from gitsync.errors import ConfigError, GitsyncError
+from gitsync.gitops.sync import Syncer
+from gitsync.kube.leader import LeaderElector
+from gitsync.reconcile.controller import Controller
+
+log = logging.getLogger(__name__)
+JOB_ID = "sync"
+#: the executor of the sync job: one thread, so that passes run one after another
+SYNC_EXECUTOR = "sync"
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    listen: str = "0.0.0.0:8080"
+    interval: float = 60.0
+    jitter: float = 5.0
+    leader_elect: bool = True
+    lease_namespace: str = "default"
+    lease_name: str = "gitsync-leader"
+    webhook_secret: bytes = b""
+    #: webhook-triggered syncs: ``webhook_burst`` at once, then ``webhook_rate`` per second
+    webhook_rate: float = 1.0
+    webhook_burst: int = 3
+    #: seconds a client has to send a whole request (headers and body)
+    http_request_timeout: float = 10.0
+    http_max_connections: int = 256
+    #: the read-only drift page at / and /api/v1/apps
+    ui: bool = True
+
+
+class Daemon:
+    def __init__(
+        self,
+        controller: Controller,
+        syncer: Syncer | None,
+        options: DaemonOptions,
+        metrics: metricslib.Metrics | None = None,
+    ) -> None:
+        self.controller = controller
+        self.syncer = syncer
+        self.options = options
+        self.metrics = metrics or metricslib.standard()
+        self.metrics.set("gitsync_leader", 0)
+        self.metrics.read_from("gitsync_api_requests_total", lambda: controller.kube.requests)
+        self.stop_event = threading.Event()
+        self.first_sync = threading.Event()
+        self._sync_lock = threading.Lock()
+        self.leader: LeaderElector | None = None
+        if options.leader_elect:
+            identity = f"{socket.gethostname()}_{os.getpid()}"
+            self.leader = LeaderElector(
+                controller.kube, options.lease_namespace, options.lease_name, identity
+            )
+            controller.is_leader = self.leader.is_leader
+            self.leader.on_sync_request = self.trigger
+        self.scheduler = BackgroundScheduler(
+            timezone=dt.UTC, executors={SYNC_EXECUTOR: ThreadPoolExecutor(max_workers=1)}
+        )
+        try:
+            self.receiver = webhook.Receiver(
+                options.webhook_secret, options.webhook_rate, options.webhook_burst
+            )
+        except ValueError as e:
+            raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
+        self._later: threading.Timer | None = None
+        self.page = DriftPage(controller, syncer) if options.ui else None
+        limits = Limits(
+            request_timeout=options.http_request_timeout,
+            max_connections=options.http_max_connections,
+            max_body=webhook.MAX_BODY,
+        )
+        try:
+            self.http = Server(
+                _address(options.listen),
+                self.handle,
+                limits,
+                self.metrics,
+                # probes never queue behind a webhook a standby is passing to the leader
+                inline=lambda r: r.method == "GET" and r.path in ("/healthz", "/readyz"),
+            )
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def run(self) -> int:
+        self._signals()
+        threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+        log.info("listening on %s:%d", *self.http.server_address[:2])
+        self.controller.start()
+        self.schedule()
+        if self.leader is not None:
+            leader = self.leader
+            threading.Thread(
+                target=leader.run,
+                args=(self.stop_event, self._on_leading, self._on_stopped_leading),
+                name="leader",
+                daemon=True,
+            ).start()
+        else:
+            self._on_leading()
+        # wake up now and then: a signal delivered to another thread only runs its
+        # Python handler when the main thread next runs, and a bare wait() never does
+        while not self.stop_event.wait(0.5):
+            pass
+        log.info("shutting down")
+        # wait=True: the sync in progress finishes its current object
+        self.scheduler.shutdown(wait=True)
+        self.controller.stop()
+        if self.leader is not None:
+            # only now: the last write is done, so a standby cannot write alongside us
+            self.leader.release()
+        self.http.shutdown()
+        return 0
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self._later is not None:
+            self._later.cancel()
+        if self.syncer is not None:
+            self.syncer.cancel.set()
+
+    def schedule(self) -> None:
+        """Start the scheduler, with the sync job (first run now) when there is a source.
+
+        "Sync now" (:meth:`trigger`) moves the job's next run to now. A pass that runs
+        may have fetched before the push that asks, so the request must give one more
+        pass after it, never one alongside it: the job runs on an executor of one thread
+        (passes queue, never overlap) and may have two instances, the running pass and
+        one waiting. A request while one waits is that one's: APScheduler skips it
+        (logging "maximum number of running instances reached (2)").
+        """
+        if self.syncer is not None:
+            self.scheduler.add_job(
+                self.sync_once,
+                "interval",
+                seconds=self.options.interval,
+                jitter=self.options.jitter,
+                id=JOB_ID,
+                executor=SYNC_EXECUTOR,
+                max_instances=2,
+                coalesce=True,
+                misfire_grace_time=int(self.options.interval),
+                next_run_time=dt.datetime.now(dt.UTC),
+            )
+        self.scheduler.start()
+
+    def trigger(self) -> None:
+        """Run the sync job now (webhook, SIGHUP, a standby's request, leading)."""
+        if self.syncer is None:
+            return
+        try:
+            self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
+        except LookupError:
+            log.warning("sync job not scheduled yet")
+
+    def _signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_term(_sig: int, _frame: FrameType | None) -> None:
+            self.stop()
+
+        def on_hup(_sig: int, _frame: FrameType | None) -> None:
+            log.info("SIGHUP: syncing now")
+            self.trigger()
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        signal.signal(signal.SIGHUP, on_hup)
+
+    def _on_leading(self) -> None:
+        self.metrics.set("gitsync_leader", 1)
+        self.controller.resync()
+        self.trigger()
+
+    def _on_stopped_leading(self) -> None:
+        self.metrics.set("gitsync_leader", 0)
+
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader()
+
+    # --- the sync job ------------------------------------------------------------
+
+    def sync_once(self) -> None:
+        if self.syncer is None or self.stop_event.is_set() or not self.is_leader():
+            return
+        if not self.controller.wait_synced(60):
+            log.warning("caches not synced yet; sync postponed")
+            return
+        with self._sync_lock:
+            try:
+                result = self.syncer.run()
+            except GitsyncError as e:
+                log.error("sync failed: %s", e)
+                self.metrics.inc("gitsync_sync_total", result="failure")
+                return
+            except Exception:
+                # a bug in one pass must not stop the schedule
+                log.exception("sync crashed")
+                self.metrics.inc("gitsync_sync_total", result="failure")
+                return
+        m = self.metrics
+        m.inc("gitsync_sync_total", result="success" if result.ok else "failure")
+        m.observe("gitsync_sync_duration_seconds", result.seconds)
+        m.observe("gitsync_git_fetch_duration_seconds", result.fetch_seconds)
+        for action in ("created", "configured", "unchanged", "pruned", "failed"):
+            m.set("gitsync_objects", result.count(action), action=action)
+        if result.prune_skipped:
+            m.inc("gitsync_prune_skipped_total")
+        if result.rejection is not None:
+            m.inc("gitsync_verification_failures_total", reason=result.rejection.reason)
+        if result.ok:
+            m.set("gitsync_last_success_timestamp_seconds", dt.datetime.now(dt.UTC).timestamp())
+        log.info(
+            "sync %s at %s: %s",
+            "succeeded" if result.ok else "failed",
+            result.revision or "no revision",
+            result.summary(),
+        )
+        self.first_sync.set()
+
+    def ready(self) -> bool:
+        if not self.controller.myapps.synced.is_set():
+            return False
+        return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
+
+    # --- HTTP --------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/hooks/git":
+            if request.method != "POST":
+                return Response(405, "method not allowed\n", headers=(("Allow", "POST"),))
+            return self._webhook(request)
+        if self.page is not None and self.page.handles(request.path):
+            return self.page.handle(request)
+        if request.path not in ("/healthz", "/readyz", "/metrics"):
+            return Response(404, "not found\n")
+        if request.method != "GET":
+            return Response(405, "method not allowed\n", headers=(("Allow", "GET"),))
+        if request.path == "/healthz":
+            return Response(200, "ok\n")
+        if request.path == "/readyz":
+            ok = self.ready()
+            return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")
+        return Response(200, self.metrics.render(), metricslib.CONTENT_TYPE)
+
+    def _webhook(self, request: Request) -> Response:
+        decision = self.receiver.receive(request.headers, request.body)
+        verdict = decision.verdict
+
+        def answer(result: str, code: int, text: str) -> Response:
+            self.metrics.inc("gitsync_webhook_requests_total", result=result)
+            return Response(code, text + "\n")
+
+        if verdict == "unauthorized":
+            return answer("unauthorized", 401, "unauthorized")
+        if verdict == "duplicate":
+            # 2xx: the Git host must not see a retry of a handled delivery as a failure
+            return answer("duplicate", 200, "duplicate delivery: already handled")
+        if verdict == "pending":
+            return answer("limited", 202, "a sync is already due (rate limit); it includes this")
+        if verdict == "later":
+            self._request_sync_later(decision.delay)
+            return answer("limited", 202, f"sync in {decision.delay:.1f}s (rate limit)")
+        result = self._request_sync()
+        if result == "failed":
+            self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
+            return answer(result, 503, "could not reach the leader")
+        text = "sync triggered" if result == "accepted" else "sync requested from the leader"
+        return answer(result, 202, text)
+
+    def _request_sync_later(self, delay: float) -> None:
+        def deferred() -> None:
+            if self._request_sync() == "failed":
+                log.warning("a push delivered to this standby could not be passed to the leader")
+
+        # one at a time: the rate limit answers "pending" while this one waits
+        self._later = threading.Timer(delay, deferred)
+        self._later.daemon = True
+        self._later.start()
+
+    def _request_sync(self) -> Literal["accepted", "forwarded", "failed"]:
+        if self.leader is None or self.is_leader():
+            self.trigger()
+            return "accepted"
+        # a standby got it (the Service spreads deliveries): pass it on through the Lease
+        return "forwarded" if self.leader.request_sync() else "failed"
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return (host or "0.0.0.0", int(port))  # noqa: S104

@@ -1,0 +1,158 @@
+"""Drift notifications: which Events are worth a message, their id, and their payloads.
+
+Pure: an Event that gitsync records (reason, object, message) becomes a
+:class:`Notification`, rendered as gitsync's own JSON, a Slack message or a Microsoft
+Teams card, and signed like GitHub's webhooks. Delivery is :mod:`gitsync.daemon.notify`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+from gitsync.model.api import KIND, Obj
+
+EventKind = Literal[
+    "drift.detected", "drift.corrected", "conflict", "sync.failed", "prune.skipped", "prune.done"
+]
+Format = Literal["json", "slack", "teams"]
+FORMATS: Final = ("auto", "json", "slack", "teams")
+#: Event reasons (see :mod:`gitsync.kube.events` callers) and the notification each becomes
+REASONS: Final[Mapping[str, EventKind]] = {
+    "Drifted": "drift.detected",
+    "DriftCorrected": "drift.corrected",
+    # one MyApp that would not apply, and the pass as a whole
+    "ApplyFailed": "sync.failed",
+    "SyncFailed": "sync.failed",
+    "VerificationFailed": "sync.failed",  # --verify-commits refused the commit (its Event)
+    # another gitsync instance holds the MyApp: never fought over, like another controller
+    "OwnedByAnotherInstance": "conflict",
+    "PruneSkipped": "prune.skipped",
+    "Pruned": "prune.done",
+}
+_COLOURS: Final[Mapping[str, str]] = {
+    "drift.detected": "E8A317",
+    "drift.corrected": "2B8A3E",
+    "conflict": "A4161A",
+    "sync.failed": "A4161A",
+    "prune.skipped": "E8A317",
+    "prune.done": "2B8A3E",
+}
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: str
+    event: EventKind
+    subject: str  # MyApp/ns/name, or the object the Event is about
+    message: str
+    time: str
+    details: Obj = field(default_factory=dict)
+
+    def to_json(self) -> Obj:
+        return {
+            "id": self.id,
+            "event": self.event,
+            "subject": self.subject,
+            "message": self.message,
+            "time": self.time,
+            "details": self.details,
+        }
+
+
+def from_event(
+    obj: Obj, reason: str, message: str, time: str, details: Obj | None = None
+) -> list[Notification]:
+    """The notifications an Event stands for (none for most).
+
+    A drift whose paths another controller owns is a conflict, told apart from drift
+    by a one-off tool; one Event may carry both.
+    """
+    kind = REASONS.get(reason)
+    if kind is None:
+        return []
+    meta = obj.get("metadata") or {}
+    # objects from the informer caches carry no kind; those Events are about MyApps
+    who = f"{obj.get('kind') or KIND}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+    details = dict(details or {})
+    if kind != "drift.detected" or "drift" not in details:
+        return [_make(kind, who, message, time, details, meta)]
+    entries = [e for e in details["drift"] if isinstance(e, dict)]
+    out = []
+    drift = [e for e in entries if not e.get("conflict")]
+    conflicts = [e for e in entries if e.get("conflict")]
+    if drift or not conflicts:
+        out.append(_make("drift.detected", who, message, time, {"drift": drift}, meta))
+    if conflicts:
+        text = "owned by another controller: " + ", ".join(
+            f"{e.get('object')} {e.get('path')} (by {e.get('manager') or 'unknown'})"
+            for e in conflicts[:5]
+        )
+        out.append(_make("conflict", who, text, time, {"conflicts": conflicts}, meta))
+    return out
+
+
+def _make(
+    kind: EventKind, who: str, message: str, time: str, details: Obj, meta: Obj
+) -> Notification:
+    # the same Event about the same state of the object is the same notification: its
+    # resourceVersion changes with every write, so a drift that comes back is a new one
+    basis = json.dumps(
+        [kind, who, meta.get("uid"), meta.get("resourceVersion"), message, details],
+        sort_keys=True,
+        default=str,
+    )
+    nid = hashlib.sha256(basis.encode()).hexdigest()[:32]
+    return Notification(nid, kind, who, message, time, details)
+
+
+def format_for(url: str, configured: str = "auto") -> tuple[Format, str]:
+    """(payload format, URL to POST to) for a ``--notify-url``.
+
+    ``slack+https://…`` and ``teams+https://…`` name the format in the scheme; else
+    ``--notify-format``; else, with ``auto``, Slack's and Teams' webhook hosts are known.
+    """
+    scheme, sep, rest = url.partition("+")
+    if sep and scheme in ("slack", "teams", "json") and "://" in rest:
+        return scheme, rest  # type: ignore[return-value]
+    if configured != "auto":
+        return configured, url  # type: ignore[return-value]
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "hooks.slack.com":
+        return "slack", url
+    if host.endswith((".webhook.office.com", ".logic.azure.com")):
+        return "teams", url
+    return "json", url
+
+
+def payload(n: Notification, fmt: Format) -> bytes:
+    title = f"gitsync: {n.event} {n.subject}"
+    doc: Any
+    if fmt == "slack":
+        doc = {"text": f"*{title}*\n{n.message}", **n.to_json()}
+    elif fmt == "teams":
+        # the MessageCard shape Teams' incoming webhooks (and Workflows) accept
+        doc = {
+            "@type": "MessageCard",
+            "@context": "https://schema.org/extensions",
+            "summary": title,
+            "themeColor": _COLOURS[n.event],
+            "title": title,
+            "text": n.message,
+            "sections": [
+                {"facts": [{"name": "id", "value": n.id}, {"name": "time", "value": n.time}]}
+            ],
+        }
+    else:
+        doc = n.to_json()
+    return json.dumps(doc, sort_keys=True, default=str).encode()
+
+
+def signature(secret: bytes, body: bytes) -> str:
+    """``X-Hub-Signature-256``, as GitHub computes it: HMAC-SHA256 of the body, hex."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()

@@ -1,0 +1,207 @@
+"""Delivery of drift notifications to ``--notify-url`` receivers.
+
+At least once: a delivery is retried on a network error, a timeout, 429 or 5xx, with
+exponential backoff, up to a bounded number of attempts; the receiver de-duplicates by
+the ``X-Gitsync-Delivery`` id, which every attempt of one notification shares (and
+gitsync itself drops an id it already queued). Never in the way of the sync loop:
+:meth:`Notifier.publish` only puts into a bounded queue per receiver, and when that is
+full the notification is dropped and counted (``gitsync_notifications_dropped_total``);
+one thread per receiver, so a slow one delays no other.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import http.client
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.notification import (
+    Format,
+    Notification,
+    format_for,
+    from_event,
+    payload,
+    signature,
+)
+from gitsync.errors import ConfigError
+from gitsync.kube.events import EventType
+from gitsync.model.api import Obj
+from gitsync.model.myapp_status import now
+
+log = logging.getLogger(__name__)
+
+#: ids remembered to drop a notification queued twice (an Event re-emitted after a retry)
+SEEN_IDS: Final = 4096
+
+
+@dataclass(frozen=True)
+class NotifyOptions:
+    secret: bytes = b""
+    format: str = "auto"
+    queue_size: int = 1000
+    attempts: int = 6
+    backoff: float = 0.5  # seconds before the first retry; doubled each time
+    max_backoff: float = 30.0
+    timeout: float = 5.0  # per attempt: connect, send and read the answer
+
+
+class _Target:
+    def __init__(self, url: str, configured_format: str, size: int) -> None:
+        fmt, post_url = format_for(url, configured_format)
+        parts = urlsplit(post_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # the message names scheme and host only: a webhook URL's path is its secret
+            raise ConfigError(
+                f"--notify-url {parts.scheme or '?'}://{parts.hostname or '?'}/…: "
+                "only http:// and https:// URLs (optionally slack+ or teams+) are supported"
+            )
+        self.format: Format = fmt
+        self.parts = parts
+        #: how logs and metrics name it: never the path or query (Slack's token is there)
+        self.name = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        self.queue: queue.Queue[Notification | None] = queue.Queue(size)
+        self.thread: threading.Thread | None = None
+
+
+class Notifier:
+    def __init__(
+        self,
+        urls: Iterable[str],
+        options: NotifyOptions = NotifyOptions(),
+        metrics: metricslib.Metrics | None = None,
+        *,
+        sleep: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.options = options
+        self.metrics = metrics or metricslib.standard()
+        self.targets = [_Target(u, options.format, options.queue_size) for u in urls]
+        self._stop = threading.Event()
+        # waits on the stop event: a shutdown cuts a backoff short
+        self._sleep = sleep or self._stop.wait
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_flags(
+        cls,
+        urls: Iterable[str],
+        secret_file: Path | None,
+        fmt: str,
+        metrics: metricslib.Metrics,
+    ) -> Notifier:
+        secret = b""
+        if secret_file is not None:
+            try:
+                secret = Path(secret_file).read_bytes().strip()
+            except OSError as e:
+                raise ConfigError(f"cannot read --notify-secret-file: {e.strerror}") from None
+        return cls(urls, NotifyOptions(secret=secret, format=fmt), metrics)
+
+    def start(self) -> None:
+        for i, target in enumerate(self.targets):
+            target.thread = threading.Thread(
+                target=self._deliver_all, args=(target,), name=f"notify-{i}", daemon=True
+            )
+            target.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop after the deliveries in flight; what is still queued is dropped."""
+        self._stop.set()
+        for target in self.targets:
+            # a full queue: the worker sees the stop event after its current delivery
+            with contextlib.suppress(queue.Full):
+                target.queue.put_nowait(None)
+        deadline = time.monotonic() + timeout
+        for target in self.targets:
+            if target.thread is not None:
+                target.thread.join(max(0.0, deadline - time.monotonic()))
+
+    # --- the sync loop's side: never blocks -----------------------------------------
+
+    def on_event(
+        self, obj: Obj, _type: EventType, reason: str, message: str, details: Obj | None
+    ) -> None:
+        """An :class:`~gitsync.kube.events.EventRecorder` listener."""
+        for n in from_event(obj, reason, message, now(), details):
+            self.publish(n)
+
+    def publish(self, n: Notification) -> None:
+        with self._lock:
+            if n.id in self._seen:
+                self.metrics.inc("gitsync_notifications_total", result="duplicate")
+                return
+            self._seen[n.id] = None
+            if len(self._seen) > SEEN_IDS:
+                self._seen.popitem(last=False)
+        for target in self.targets:
+            try:
+                target.queue.put_nowait(n)
+            except queue.Full:
+                self.metrics.inc("gitsync_notifications_dropped_total")
+                log.warning("notification queue for %s full: %s dropped", target.name, n.event)
+
+    # --- the workers -------------------------------------------------------------------
+
+    def _deliver_all(self, target: _Target) -> None:
+        while not self._stop.is_set():
+            n = target.queue.get()
+            if n is None:
+                return
+            self._deliver(target, n)
+
+    def _deliver(self, target: _Target, n: Notification) -> None:
+        body = payload(n, target.format)
+        delay = self.options.backoff
+        for attempt in range(1, self.options.attempts + 1):
+            outcome = self._post(target, n, body)
+            if outcome == "ok":
+                self.metrics.inc("gitsync_notifications_total", result="delivered")
+                return
+            if outcome == "refused" or attempt == self.options.attempts:
+                break
+            # jitter: receivers back from an outage are not hit by every sender at once
+            if self._sleep(min(delay, self.options.max_backoff) * random.uniform(0.8, 1.2)):  # noqa: S311
+                break  # shutting down
+            delay *= 2
+        self.metrics.inc("gitsync_notifications_total", result="failed")
+        log.warning("notification %s %s to %s not delivered", n.event, n.id, target.name)
+
+    def _post(self, target: _Target, n: Notification, body: bytes) -> str:
+        """ "ok", "retry" (worth another attempt) or "refused" (a 4xx: it will not change)."""
+        p = target.parts
+        conn_type = (
+            http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
+        )
+        path = (p.path or "/") + (f"?{p.query}" if p.query else "")
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "gitsync",
+            "X-Gitsync-Event": n.event,
+            "X-Gitsync-Delivery": n.id,
+        }
+        if self.options.secret:
+            headers["X-Hub-Signature-256"] = signature(self.options.secret, body)
+        conn = conn_type(p.hostname or "", p.port, timeout=self.options.timeout)
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            status = conn.getresponse().status
+        except (OSError, http.client.HTTPException) as e:
+            log.info("notification to %s: %s", target.name, type(e).__name__)
+            return "retry"
+        finally:
+            conn.close()
+        if 200 <= status < 300:
+            return "ok"
+        log.info("notification to %s: HTTP %d", target.name, status)
+        return "retry" if status in (408, 425, 429) or status >= 500 else "refused"

@@ -1,0 +1,327 @@
+"""The drift page: the documents behind ``/api/v1/apps`` and their HTML.
+
+Pure functions: plain dicts (MyApps and Deployments from the informer caches, the sync
+state) in, JSON-ready dicts and HTML text out. Names, images and field values come from
+whoever can push to Git or edit an object, so every value is escaped here, and the
+script (:data:`SCRIPT`) only ever sets ``textContent``.
+
+What the documents hold is chosen, not copied: no managedFields, no annotations, no
+spec beyond image and replicas, nothing of the daemon's configuration (the webhook
+secret, Git credentials), so the unauthenticated endpoint gives away no secret.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from gitsync.engine.blame import BlameRow, describe
+from gitsync.model.api import Obj, key_of
+
+#: what the status ConfigMap's data says of the last sync pass, as the page shows it
+SYNC_FIELDS: Final = ("revision", "result", "lastError", "lastChange", "pruneSkipped")
+DRIFT_FIELDS: Final = ("object", "path", "desired", "live", "manager", "operation", "time")
+#: headers of every page: no script but our own, no framing, no referrer
+SECURITY_HEADERS: Final = (
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+)
+
+
+def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
+    meta = myapp.get("metadata") or {}
+    spec = myapp.get("spec") or {}
+    st = myapp.get("status") or {}
+    source = st.get("source") or {}
+    drift = [
+        {**{k: d[k] for k in DRIFT_FIELDS if k in d}, "conflict": bool(d.get("conflict"))}
+        for d in st.get("drift") or []
+        if isinstance(d, dict)
+    ]
+    conditions = {
+        str(c.get("type")): str(c.get("status"))
+        for c in st.get("conditions") or []
+        if isinstance(c, dict)
+    }
+    dep_status = (deployment or {}).get("status") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "image": spec.get("image"),
+        "replicas": spec.get("replicas", 1),
+        "availableReplicas": dep_status.get("availableReplicas", 0),
+        "phase": st.get("phase", "Pending"),
+        "revision": source.get("revision", ""),
+        "file": source.get("path", ""),
+        "lastSyncTime": source.get("lastSyncTime", ""),
+        "synced": conditions.get("Synced", "Unknown"),
+        "ready": conditions.get("Ready", "Unknown"),
+        "drift": [d for d in drift if not d["conflict"]],
+        "conflicts": [d for d in drift if d["conflict"]],
+    }
+
+
+def apps_doc(
+    myapps: Iterable[Obj], deployments: Mapping[str, Obj], sync: Mapping[str, str] | None
+) -> Obj:
+    """``/api/v1/apps``: every MyApp, and the source's last sync result."""
+    apps = [app_doc(a, deployments.get(key_of(a))) for a in myapps]
+    apps.sort(key=lambda a: (a["namespace"], a["name"]))
+    return {
+        "sync": {k: (sync or {}).get(k, "") for k in SYNC_FIELDS} if sync is not None else None,
+        "apps": apps,
+        "drifted": sum(1 for a in apps if a["drift"] or a["conflicts"]),
+    }
+
+
+def blame_doc(app: Obj, rows: list[BlameRow]) -> Obj:
+    """``/api/v1/apps/<ns>/<name>``: the app and its blame table."""
+    return {
+        "app": app,
+        "blame": [{**r.to_json(), "describe": describe(r.origin)} for r in rows],
+    }
+
+
+# --- HTML ----------------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return html.escape(text, quote=True)
+
+
+def _short(revision: str) -> str:
+    # main@sha1:<40 hex> reads as main@1a2b3c4
+    ref, sep, sha = revision.partition("@sha1:")
+    return f"{ref}@{sha[:7]}" if sep else revision
+
+
+def drift_text(d: Mapping[str, Any]) -> str:
+    who = d.get("manager") or "unknown"
+    if d.get("operation"):
+        who += f" ({d['operation']})"
+    when = f" at {d['time']}" if d.get("time") else ""
+    live = json.dumps(d.get("live")) if "live" in d else "<none>"
+    return (
+        f"{d.get('object')} {d.get('path')}: Git {json.dumps(d.get('desired'))}, "
+        f"live {live}, by {who}{when}"
+    )
+
+
+def _layout(title: str, view: str, body: str, data: str = "") -> str:
+    return (
+        "<!doctype html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title>"
+        '<link rel="stylesheet" href="/ui.css"></head>'
+        f'<body data-view="{_e(view)}"{data}>'
+        '<header><a href="/">gitsync</a> <span class="muted">drift</span>'
+        '<span id="updated" class="muted"></span></header>'
+        f"<main>{body}</main>"
+        '<script src="/ui.js"></script></body></html>\n'
+    )
+
+
+def sync_html(sync: Mapping[str, Any] | None) -> str:
+    if sync is None:
+        return '<p id="sync" class="muted">No Git source: the operator alone.</p>'
+    result = sync.get("result") or "not synced yet"
+    parts = [
+        f'<span class="badge {_e(str(result).lower())}">{_e(result)}</span>',
+        f"revision <code>{_e(_short(str(sync.get('revision') or '-')))}</code>",
+    ]
+    if sync.get("lastChange"):
+        parts.append(f"last change: {_e(sync['lastChange'])}")
+    if sync.get("lastError"):
+        parts.append(f'<span class="bad">error: {_e(sync["lastError"])}</span>')
+    if sync.get("pruneSkipped"):
+        parts.append(f'<span class="warn">prune skipped: {_e(sync["pruneSkipped"])}</span>')
+    return '<p id="sync">' + " · ".join(parts) + "</p>"
+
+
+def _drift_cell(app: Mapping[str, Any]) -> str:
+    items = [("drift", d) for d in app["drift"]] + [("conflict", d) for d in app["conflicts"]]
+    if not items:
+        return '<span class="ok">in sync</span>'
+    return "<ul>" + "".join(f'<li class="{k}">{_e(drift_text(d))}</li>' for k, d in items) + "</ul>"
+
+
+def app_row(app: Mapping[str, Any]) -> str:
+    href = f"/apps/{_e(app['namespace'])}/{_e(app['name'])}"
+    cls = "drifted" if app["drift"] or app["conflicts"] else ""
+    return (
+        f'<tr class="{cls}"><td>{_e(app["namespace"])}</td>'
+        f'<td><a href="{href}">{_e(app["name"])}</a></td>'
+        f'<td><span class="badge {_e(str(app["phase"]).lower())}">{_e(app["phase"])}</span></td>'
+        f"<td>{_e(app['availableReplicas'])}/{_e(app['replicas'])}</td>"
+        f"<td><code>{_e(_short(str(app['revision'])))}</code></td>"
+        f"<td>{_e(app['synced'])}</td>"
+        f"<td>{_drift_cell(app)}</td></tr>"
+    )
+
+
+APPS_HEAD: Final = (
+    "<tr><th>Namespace</th><th>Name</th><th>Phase</th><th>Ready</th><th>Revision</th>"
+    "<th>Synced</th><th>Drift and conflicts</th></tr>"
+)
+
+
+def index_html(doc: Mapping[str, Any]) -> str:
+    rows = "".join(app_row(a) for a in doc["apps"])
+    body = (
+        f"{sync_html(doc['sync'])}"
+        f'<p id="summary">{len(doc["apps"])} MyApps, {doc["drifted"]} drifted</p>'
+        f'<table id="apps"><thead>{APPS_HEAD}</thead><tbody>{rows}</tbody></table>'
+    )
+    return _layout("gitsync: drift", "index", body)
+
+
+BLAME_HEAD: Final = "<tr><th>Object</th><th>Field</th><th>Live</th><th>Origin</th></tr>"
+
+
+def blame_row(row: Mapping[str, Any]) -> str:
+    cls = row["origin"]["kind"] if row["drifted"] else ""
+    return (
+        f'<tr class="{_e(cls)}"><td>{_e(row["object"])}</td><td><code>{_e(row["path"])}</code>'
+        f"</td><td><code>{_e(row['live'])}</code></td><td>{_e(row['describe'])}</td></tr>"
+    )
+
+
+def app_html(doc: Mapping[str, Any]) -> str:
+    app = doc["app"]
+    ns, name = app["namespace"], app["name"]
+    rows = "".join(blame_row(r) for r in doc["blame"])
+    body = (
+        f"<h1>MyApp {_e(ns)}/{_e(name)}</h1>"
+        f'<table id="app"><thead>{APPS_HEAD}</thead><tbody>{app_row(app)}</tbody></table>'
+        f'<h2>Blame</h2><p class="muted">From {_e(app["file"] or "no file")} at '
+        f"<code>{_e(_short(str(app['revision'])))}</code></p>"
+        f'<table id="blame"><thead>{BLAME_HEAD}</thead><tbody>{rows}</tbody></table>'
+    )
+    data = f' data-namespace="{_e(ns)}" data-name="{_e(name)}"'
+    return _layout(f"gitsync: {ns}/{name}", "app", body, data)
+
+
+# --- static files ---------------------------------------------------------------------------
+
+STYLE: Final = """\
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:.6em 1em}header a{color:#fff;font-weight:600}
+header #updated{float:right}main{padding:1em}table{border-collapse:collapse;width:100%;
+background:#fff}th,td{border-bottom:1px solid #e3e6ea;padding:.4em .6em;text-align:left;
+vertical-align:top}th{background:#eef0f3}ul{margin:0;padding-left:1.2em}code{font-size:13px}
+.muted{color:#7a8394}.badge{border-radius:3px;padding:0 .4em;background:#e3e6ea}
+.available,.succeeded{background:#d4f4dd}.degraded,.failed{background:#f9d6d5}
+.progressing{background:#fdf1c7}tr.drifted,tr.drift{background:#fff6e0}
+tr.conflict,li.conflict{color:#a4161a}.ok{color:#2b8a3e}.bad{color:#a4161a}.warn{color:#9c6500}
+"""
+
+SCRIPT: Final = """\
+"use strict";
+// Live refresh: poll the JSON endpoint and rebuild the tables. Values only ever go
+// into textContent, never into HTML, so a name or value cannot become markup.
+(function () {
+  var view = document.body.dataset.view;
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+  function show(v) {
+    if (v === undefined || v === null) return "";
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+  function short(rev) {
+    var i = rev.indexOf("@sha1:");
+    return i < 0 ? rev : rev.slice(0, i) + "@" + rev.slice(i + 6, i + 13);
+  }
+  function driftText(d) {
+    var who = d.manager || "unknown";
+    if (d.operation) who += " (" + d.operation + ")";
+    var live = ("live" in d) ? JSON.stringify(d.live) : "<none>";
+    return d.object + " " + d.path + ": Git " + JSON.stringify(d.desired) + ", live " +
+      live + ", by " + who + (d.time ? " at " + d.time : "");
+  }
+  function appRow(a) {
+    var tr = el("tr", null, a.drift.length || a.conflicts.length ? "drifted" : "");
+    tr.appendChild(el("td", a.namespace));
+    var name = el("td"), link = el("a", a.name);
+    link.href = "/apps/" + encodeURIComponent(a.namespace) + "/" + encodeURIComponent(a.name);
+    name.appendChild(link); tr.appendChild(name);
+    var phase = el("td"); phase.appendChild(el("span", a.phase, "badge " + a.phase.toLowerCase()));
+    tr.appendChild(phase);
+    tr.appendChild(el("td", a.availableReplicas + "/" + a.replicas));
+    var rev = el("td"); rev.appendChild(el("code", short(a.revision))); tr.appendChild(rev);
+    tr.appendChild(el("td", a.synced));
+    var cell = el("td");
+    if (!a.drift.length && !a.conflicts.length) cell.appendChild(el("span", "in sync", "ok"));
+    else {
+      var ul = el("ul");
+      a.drift.forEach(function (d) { ul.appendChild(el("li", driftText(d), "drift")); });
+      a.conflicts.forEach(function (d) { ul.appendChild(el("li", driftText(d), "conflict")); });
+      cell.appendChild(ul);
+    }
+    tr.appendChild(cell);
+    return tr;
+  }
+  function fill(id, rows) {
+    var body = document.querySelector("#" + id + " tbody");
+    while (body.firstChild) body.removeChild(body.firstChild);
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  function blameRow(r) {
+    var tr = el("tr", null, r.drifted ? r.origin.kind : "");
+    tr.appendChild(el("td", r.object));
+    var p = el("td"); p.appendChild(el("code", r.path)); tr.appendChild(p);
+    var v = el("td"); v.appendChild(el("code", show(r.live))); tr.appendChild(v);
+    tr.appendChild(el("td", r.describe));
+    return tr;
+  }
+  function syncText(s) {
+    if (!s) return "No Git source: the operator alone.";
+    var t = (s.result || "not synced yet") + " · revision " + short(s.revision || "-");
+    if (s.lastChange) t += " · last change: " + s.lastChange;
+    if (s.lastError) t += " · error: " + s.lastError;
+    if (s.pruneSkipped) t += " · prune skipped: " + s.pruneSkipped;
+    return t;
+  }
+  function render(doc) {
+    if (view === "app") {
+      fill("app", [appRow(doc.app)]);
+      fill("blame", doc.blame.map(blameRow));
+    } else {
+      fill("apps", doc.apps.map(appRow));
+      document.getElementById("sync").textContent = syncText(doc.sync);
+      document.getElementById("summary").textContent =
+        doc.apps.length + " MyApps, " + doc.drifted + " drifted";
+    }
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  }
+  var url = "/api/v1/apps";
+  if (view === "app") {
+    url += "/" + encodeURIComponent(document.body.dataset.namespace) + "/" +
+      encodeURIComponent(document.body.dataset.name);
+  }
+  function poll() {
+    fetch(url, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) throw new Error(r.status);
+      return r.json();
+    }).then(render).catch(function () {
+      document.getElementById("updated").textContent = "not updated: the daemon did not answer";
+    }).finally(function () { setTimeout(poll, 1000); });
+  }
+  setTimeout(poll, 1000);
+})();
+"""

@@ -1,0 +1,141 @@
+"""The daemon's read-only drift page: ``/``, ``/apps/<ns>/<name>``, ``/api/v1/apps[/<ns>/<name>]``.
+
+Everything comes from memory: the operator's informer caches, the Git MyApps the sync
+loop holds and the sync state it last recorded; the page sends no request to the API
+server at all, so it can neither write nor add load however often it is polled. Lines
+of the manifests are read from the daemon's own checkout when it holds the revision a
+MyApp was applied from; commits per line need a clone with history (``gitsync blame``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Final
+
+from gitsync.daemon import page
+from gitsync.daemon.httpproto import Request, Response
+from gitsync.engine.blame import GitView, blame
+from gitsync.errors import SourceError
+from gitsync.gitops.sync import Syncer
+from gitsync.model.api import Obj
+from gitsync.reconcile.controller import Controller
+from gitsync.source.gitblame import find_document, revision_sha, source_of
+
+log = logging.getLogger(__name__)
+
+_NAME: Final = r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?"
+_APP_PAGE: Final = re.compile(rf"/apps/({_NAME})/({_NAME})")
+_APP_API: Final = re.compile(rf"/api/v1/apps/({_NAME})/({_NAME})")
+ROUTES: Final = ("/", "/ui.js", "/ui.css", "/api/v1/apps")
+
+
+class DriftPage:
+    def __init__(self, controller: Controller, syncer: Syncer | None) -> None:
+        self.controller = controller
+        self.syncer = syncer
+
+    def handles(self, path: str) -> bool:
+        return path in ROUTES or bool(_APP_PAGE.fullmatch(path) or _APP_API.fullmatch(path))
+
+    def handle(self, request: Request) -> Response:
+        if request.method != "GET":
+            # read-only by construction: there is nothing to POST to
+            return Response(405, "method not allowed\n", headers=(("Allow", "GET"),))
+        path = request.path
+        if path == "/ui.js":
+            return Response(200, page.SCRIPT, "text/javascript; charset=utf-8", _headers())
+        if path == "/ui.css":
+            return Response(200, page.STYLE, "text/css; charset=utf-8", _headers())
+        if path in ("/", "/api/v1/apps"):
+            doc = self.apps()
+            if path == "/":
+                return Response(200, page.index_html(doc), "text/html; charset=utf-8", _headers())
+            return _json(doc)
+        m = _APP_PAGE.fullmatch(path) or _APP_API.fullmatch(path)
+        assert m is not None  # handles() said so
+        app = self.app(m.group(1), m.group(2))
+        if app is None:
+            return Response(404, "no such MyApp\n", headers=_headers())
+        if path.startswith("/api/"):
+            return _json(app)
+        return Response(200, page.app_html(app), "text/html; charset=utf-8", _headers())
+
+    # --- documents ---------------------------------------------------------------------------
+
+    def apps(self) -> Obj:
+        deployments = {
+            f"{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
+            for d in self.controller.deployments.items()
+        }
+        return page.apps_doc(self.controller.myapps.items(), deployments, self._sync_state())
+
+    def app(self, namespace: str, name: str) -> Obj | None:
+        key = f"{namespace}/{name}"
+        myapp = self.controller.myapps.get(key)
+        if myapp is None:
+            return None
+        deployment = self.controller.deployments.get(key)
+        rows = blame(
+            myapp,
+            deployment,
+            self._git_view(key, myapp),
+            self_manager=self.controller.config.field_manager,
+            force_managers=self.controller.config.force_managers,
+        )
+        return page.blame_doc(page.app_doc(myapp, deployment), rows)
+
+    def _sync_state(self) -> dict[str, str] | None:
+        if self.syncer is None:
+            return None
+        state = self.syncer.state.last if self.syncer.state is not None else None
+        return state.data() if state is not None else {}
+
+    def _git_view(self, key: str, myapp: Obj) -> GitView | None:
+        file, revision = source_of(myapp)
+        if not file:
+            return None
+        declared = self.controller.git.get(key)
+        view = GitView(file=file, revision=revision, obj=declared)
+        text = self._checkout_text(file, revision_sha(revision))
+        if text is None:
+            return view
+        try:
+            node, obj = find_document(text, myapp, file)
+        except SourceError as e:
+            log.debug("no lines for %s: %s", key, e)
+            return view
+        return GitView(file=file, revision=revision, obj=obj, node=node)
+
+    def _checkout_text(self, file: str, sha: str) -> str | None:
+        """The file in the daemon's checkout, when that holds commit ``sha``."""
+        if self.syncer is None or ".." in Path(file).parts or Path(file).is_absolute():
+            return None
+        source = self.syncer.source
+        root = getattr(source, "dir", None) or getattr(source, "directory", None)
+        if not isinstance(root, Path):
+            return None
+        try:
+            if sha and _head(root) != sha:
+                return None  # the checkout moved on: its lines are not this revision's
+            text = (root / file).read_text()
+            if sha and _head(root) != sha:
+                return None  # moved while we read
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text
+
+
+def _head(root: Path) -> str:
+    # a detached HEAD (how the source checks out) is the commit itself: no git process
+    return (root / ".git" / "HEAD").read_text().strip()
+
+
+def _headers() -> tuple[tuple[str, str], ...]:
+    return page.SECURITY_HEADERS
+
+
+def _json(doc: Obj) -> Response:
+    return Response(200, json.dumps(doc, default=str), "application/json", _headers())

@@ -1,0 +1,463 @@
+"""Blame: where each field gitsync manages got its live value.
+
+For every field gitsync sets on a MyApp and on its Deployment, one :class:`BlameRow`:
+the live value and its origin, which is one of
+
+- ``git``: the manifest line that sets it (file, line, and the commit that last
+  changed that line, from ``git blame``);
+- ``drift``: a one-off tool (``kubectl scale``, ``kubectl edit``) changed it: its field
+  manager, operation and time, read from managedFields;
+- ``conflict``: another controller owns it (gitsync reports it and leaves it alone);
+- ``rendered`` / ``default``: gitsync derives it from the MyApp's identity or a default.
+
+A Deployment field rendered from a MyApp field points through to that field's origin
+(``containers[name=app].image ← spec.image ← apps/web.yaml:7``).
+
+Pure functions over plain dicts and YAML nodes: the Git lookups (file text at a
+revision, ``git blame --porcelain``) are done by :mod:`gitsync.source.gitblame`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+import yaml
+
+from gitsync.engine import drift as driftlib
+from gitsync.engine.managedfields import (
+    KEY_DEFAULTS,
+    Path,
+    fields_of,
+    human_path,
+    item_key,
+    key_element,
+)
+from gitsync.model.api import (
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY_LABEL,
+    Obj,
+    subject,
+)
+from gitsync.model.render import CONTAINER_NAME, desired_myapp, render
+
+OriginKind = Literal["git", "drift", "conflict", "rendered", "default"]
+_MISSING: Final[Any] = object()
+_CONTAINER: Final = (
+    "f:spec",
+    "f:template",
+    "f:spec",
+    "f:containers",
+    f'k:{{"name":"{CONTAINER_NAME}"}}',
+)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The commit that last changed a manifest line."""
+
+    sha: str
+    author: str
+    date: str  # ISO 8601, UTC
+    summary: str
+
+    @property
+    def short(self) -> str:
+        return self.sha[:7]
+
+
+@dataclass(frozen=True)
+class GitView:
+    """A MyApp as Git declares it at the applied revision.
+
+    ``node`` is the YAML document (for line numbers) and ``obj`` its value; both are
+    None when the file could not be read (no repository given). ``lines`` maps a line
+    number to the commit that last changed it (empty without a repository).
+    """
+
+    file: str
+    revision: str
+    obj: Obj | None = None
+    node: yaml.Node | None = None
+    lines: Mapping[int, Commit] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Origin:
+    kind: OriginKind
+    file: str = ""
+    line: int | None = None
+    revision: str = ""
+    commit: Commit | None = None
+    manager: str = ""
+    operation: str = ""
+    time: str = ""
+    #: for a Deployment field: the MyApp field it is rendered from
+    via: str = ""
+    note: str = ""
+
+    def to_json(self) -> Obj:
+        out: Obj = {"kind": self.kind}
+        for name in ("file", "line", "revision", "manager", "operation", "time", "via", "note"):
+            value = getattr(self, name)
+            if value not in ("", None):
+                out[name] = value
+        if self.commit is not None:
+            c = self.commit
+            out["commit"] = {"sha": c.sha, "author": c.author, "date": c.date, "subject": c.summary}
+        return out
+
+
+@dataclass(frozen=True)
+class BlameRow:
+    object: str  # MyApp/ns/name or Deployment/ns/name
+    path: str
+    live: Any
+    desired: Any
+    origin: Origin
+    drifted: bool = False
+    #: for a drifted field: where the value gitsync wants comes from
+    wanted: Origin | None = None
+
+    def to_json(self) -> Obj:
+        out: Obj = {
+            "object": self.object,
+            "path": self.path,
+            "live": self.live,
+            "desired": self.desired,
+            "drifted": self.drifted,
+            "origin": self.origin.to_json(),
+        }
+        if self.wanted is not None:
+            out["desiredOrigin"] = self.wanted.to_json()
+        return out
+
+
+def blame(
+    myapp: Obj,
+    deployment: Obj | None,
+    git: GitView | None,
+    *,
+    self_manager: str = FIELD_MANAGER,
+    force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS,
+) -> list[BlameRow]:
+    """Rows for the MyApp's fields, then its Deployment's."""
+    attribute = _attributor(self_manager, force_managers)
+    app_rows = _myapp_rows(myapp, git, attribute)
+    if deployment is None:
+        return app_rows
+    by_path = {r.path: r for r in app_rows if r.object.startswith(f"{KIND}/")}
+    return app_rows + _deployment_rows(myapp, deployment, git, by_path, attribute)
+
+
+def drifted(rows: list[BlameRow]) -> bool:
+    return any(r.drifted for r in rows)
+
+
+# --- the MyApp ---------------------------------------------------------------------------
+
+
+def _myapp_rows(myapp: Obj, git: GitView | None, attribute: Any) -> list[BlameRow]:
+    meta = myapp.get("metadata") or {}
+    label = subject(KIND, meta.get("namespace", ""), meta.get("name", ""))
+    if git is not None and git.obj is not None:
+        desired = desired_myapp(git.obj)
+        items = attribute(driftlib.drift_items(label, desired, myapp), myapp)
+    else:
+        # without the manifest, the drift the operator last recorded is the best word
+        desired = desired_myapp(myapp)
+        items = _recorded_drift(myapp, label)
+    rows = []
+    for path in _leaves(desired):
+        in_git = _git_origin(git, path, myapp)
+        origin = _drift_origin(items, path) or in_git
+        drifted = origin.kind in ("drift", "conflict")
+        rows.append(
+            BlameRow(
+                object=label,
+                path=human_path(path),
+                live=value_at(myapp, path),
+                desired=value_at(driftlib.canonicalise(desired), path),
+                origin=origin,
+                drifted=drifted,
+                wanted=in_git if drifted else None,
+            )
+        )
+    return rows
+
+
+def _recorded_drift(myapp: Obj, label: str) -> list[driftlib.DriftItem]:
+    out = []
+    for entry in (myapp.get("status") or {}).get("drift") or []:
+        if entry.get("object") not in (label, f"{KIND}/{(myapp['metadata'] or {}).get('name')}"):
+            continue
+        out.append(
+            driftlib.DriftItem(
+                object=label,
+                path=str(entry.get("path", "")),
+                smd_path=(),
+                desired=entry.get("desired"),
+                live=entry.get("live"),
+                manager=entry.get("manager"),
+                operation=entry.get("operation"),
+                time=entry.get("time"),
+                conflict=bool(entry.get("conflict")),
+            )
+        )
+    return out
+
+
+def _git_origin(git: GitView | None, path: Path, myapp: Obj) -> Origin:
+    if git is None:
+        source = (myapp.get("status") or {}).get("source") or {}
+        if not source.get("path"):
+            return Origin("rendered", note="not from Git: this MyApp was created in the cluster")
+        return Origin("git", file=str(source["path"]), revision=str(source.get("revision", "")))
+    line = line_of(git.node, path) if git.node is not None else None
+    commit = git.lines.get(line) if line is not None else None
+    return Origin("git", file=git.file, line=line, revision=git.revision, commit=commit)
+
+
+# --- the Deployment ----------------------------------------------------------------------
+
+
+def _deployment_rows(
+    myapp: Obj,
+    deployment: Obj,
+    git: GitView | None,
+    app_rows: Mapping[str, BlameRow],
+    attribute: Any,
+) -> list[BlameRow]:
+    meta = deployment.get("metadata") or {}
+    label = subject("Deployment", meta.get("namespace", ""), meta.get("name", ""))
+    desired = render(myapp)
+    items = attribute(driftlib.drift_items(label, desired, deployment), deployment)
+    canonical = driftlib.canonicalise(driftlib.comparable(desired))
+    rows = []
+    for path in _leaves(desired):
+        rendered = _rendered_origin(path, myapp, git, app_rows)
+        origin = _drift_origin(items, path) or rendered
+        drifted = origin.kind in ("drift", "conflict")
+        rows.append(
+            BlameRow(
+                object=label,
+                path=human_path(path),
+                live=value_at(deployment, path),
+                desired=value_at(canonical, path),
+                origin=origin,
+                drifted=drifted,
+                wanted=rendered if drifted else None,
+            )
+        )
+    return rows
+
+
+def rendered_from(path: Path) -> Path | None:
+    """The MyApp field a Deployment field is rendered from (see :func:`render.render`),
+    or None for what gitsync derives from the MyApp's identity."""
+    if path == ("f:spec", "f:replicas"):
+        return ("f:spec", "f:replicas")
+    if path[: len(_CONTAINER)] != _CONTAINER:
+        if "f:ownerReferences" in path or path[-1] == f"f:{MANAGED_BY_LABEL}":
+            return None  # the MyApp's uid, gitsync's own label
+        # the other labels and the selector are the MyApp's name
+        return ("f:metadata", "f:name")
+    rest = path[len(_CONTAINER) :]
+    if rest[:1] == ("f:image",):
+        return ("f:spec", "f:image")
+    if rest[:1] == ("f:ports",):
+        return ("f:spec", "f:port")
+    if rest[:1] in (("f:env",), ("f:resources",)):
+        return ("f:spec", *rest)
+    return None  # the container's name: a constant
+
+
+def _rendered_origin(
+    path: Path, myapp: Obj, git: GitView | None, app_rows: Mapping[str, BlameRow]
+) -> Origin:
+    source = rendered_from(path)
+    if source is None:
+        return Origin("rendered", note="set by gitsync (constant, or the MyApp's uid)")
+    via = human_path(source)
+    row = app_rows.get(via)
+    if row is not None:
+        # the live MyApp's value, wherever that came from (a kubectl edit of the MyApp too)
+        return replace(row.origin, via=via)
+    if source == ("f:spec", "f:replicas"):
+        return Origin("default", via=via, note="the MyApp sets no replicas: default 1")
+    if source == ("f:metadata", "f:name"):
+        return replace(_git_origin(git, source, myapp), via=via)
+    return Origin("rendered", via=via, note="set by gitsync")
+
+
+# --- shared ------------------------------------------------------------------------------
+
+
+def _attributor(self_manager: str, force_managers: tuple[str, ...]) -> Any:
+    def attribute(items: list[driftlib.DriftItem], live: Obj) -> list[driftlib.DriftItem]:
+        managed = (live.get("metadata") or {}).get("managedFields") or []
+        return driftlib.attribute(
+            items, managed, self_manager=self_manager, force_managers=force_managers
+        )
+
+    return attribute
+
+
+def _drift_origin(items: list[driftlib.DriftItem], path: Path) -> Origin | None:
+    text = human_path(path)
+    for item in items:
+        # a missing list item or map is one drift item for every leaf under it
+        covers = (
+            path[: len(item.smd_path)] == item.smd_path
+            if item.smd_path
+            else text == item.path or text.startswith(f"{item.path}.")
+        )
+        if covers:
+            return Origin(
+                "conflict" if item.conflict else "drift",
+                manager=item.manager or "unknown",
+                operation=item.operation or "",
+                time=item.time or "",
+            )
+    return None
+
+
+def _leaves(body: Obj) -> list[Path]:
+    """The paths an apply body sets, leaves only, in the body's own order."""
+    paths = fields_of(driftlib.comparable(body))
+    leaves = [p for p in paths if not any(len(q) > len(p) and q[: len(p)] == p for q in paths)]
+    order = {p: i for i, p in enumerate(_ordered(body))}
+    return sorted(leaves, key=lambda p: (order.get(p, len(order)), p))
+
+
+def _ordered(body: Obj) -> list[Path]:
+    # fields_of returns a set; the body's own order reads like the manifest
+    out: list[Path] = []
+
+    def walk(node: Any, prefix: Path, key: str) -> None:
+        out.append(prefix)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, (*prefix, f"f:{k}"), k)
+        elif isinstance(node, list):
+            for item in node:
+                k = item_key(key, item)
+                if k is not None:
+                    walk(item, (*prefix, key_element(k)), key)
+
+    walk(driftlib.comparable(body), (), "")
+    return out
+
+
+def value_at(obj: Any, path: Path) -> Any:
+    """The value at an SMD path in a plain object, or None when it is not there."""
+    node = obj
+    for element in path:
+        kind, _, body = element.partition(":")
+        if kind == "f" and isinstance(node, dict):
+            node = node.get(body, _MISSING)
+        elif kind == "k" and isinstance(node, list):
+            key = json.loads(body)
+            node = next((i for i in node if _matches(i, key)), _MISSING)
+        else:
+            node = _MISSING
+        if node is _MISSING:
+            return None
+    return node
+
+
+def _matches(item: Any, key: Mapping[str, Any]) -> bool:
+    if not isinstance(item, dict):
+        return False
+    # "80" and 80 name the same port
+    return all(str(item.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
+
+
+def line_of(node: yaml.Node, path: Path) -> int | None:
+    """The line of the manifest that sets ``path`` (its key's line), or None."""
+    line: int | None = None
+    for element in path:
+        kind, _, body = element.partition(":")
+        if kind == "f" and isinstance(node, yaml.MappingNode):
+            found = next(
+                (
+                    (k, v)
+                    for k, v in node.value
+                    if isinstance(k, yaml.ScalarNode) and k.value == body
+                ),
+                None,
+            )
+            if found is None:
+                return None
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif kind == "k" and isinstance(node, yaml.SequenceNode):
+            key = json.loads(body)
+            item = next((i for i in node.value if _node_matches(i, key)), None)
+            if item is None:
+                return None
+            line, node = item.start_mark.line + 1, item
+        else:
+            return None
+    return line
+
+
+def _node_matches(node: yaml.Node, key: Mapping[str, Any]) -> bool:
+    if not isinstance(node, yaml.MappingNode):
+        return False
+    values = {k.value: v.value for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+    return all(str(values.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
+
+
+# --- text --------------------------------------------------------------------------------
+
+
+def describe(origin: Origin) -> str:
+    """One line of text for an origin."""
+    if origin.kind in ("drift", "conflict"):
+        who = f"{origin.manager} ({origin.operation})" if origin.operation else origin.manager
+        when = f" at {origin.time}" if origin.time else ""
+        if origin.kind == "conflict":
+            return f"conflict: another controller, {who}{when}"
+        return f"drift: changed by {who}{when}"
+    parts = [f"← {origin.via}"] if origin.via else []
+    if origin.kind == "git":
+        where = f"{origin.file}:{origin.line}" if origin.line else origin.file
+        if origin.commit is not None:
+            c = origin.commit
+            text = f'{where}, {c.short} "{c.summary}" by {c.author}, {c.date}'
+        else:
+            text = f"{where} at {origin.revision}" if origin.revision else where
+        parts.append(f"← {text}")
+    else:
+        parts.append(origin.note)
+    return " ".join(parts)
+
+
+def render_text(rows: list[BlameRow]) -> str:
+    width = max((len(r.path) for r in rows), default=0)
+    vwidth = max((len(_show(r.live)) for r in rows), default=0)
+    out: list[str] = []
+    current = ""
+    for r in rows:
+        if r.object != current:
+            current = r.object
+            out.append(r.object)
+        live = _show(r.live)
+        text = describe(r.origin)
+        if r.drifted:
+            wanted = f" {describe(r.wanted)}" if r.wanted is not None else ""
+            text += f"; Git says {_show(r.desired)}{wanted}"
+        out.append(f"  {r.path.ljust(width)}  {live.ljust(vwidth)}  {text}")
+    return "\n".join(out) + "\n"
+
+
+def _show(value: Any, width: int = 40) -> str:
+    if value is None:
+        return "<none>"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    # the text table stays readable; -o json and yaml give whole values
+    return text if len(text) <= width else text[: width - 1] + "…"

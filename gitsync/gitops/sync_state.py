@@ -1,0 +1,180 @@
+"""Sync-level state that belongs to no single MyApp, visible in the cluster.
+
+A ConfigMap per instance (``gitsync-status-<instance name>``) holds the revision,
+the result, the last error and the counts of the last pass; an Event is recorded on it
+when the result or the prune decision changes. Written with SSA, and only
+when its content changes, so a no-op resync costs no write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from dataclasses import dataclass
+
+from gitsync.engine.changeset import Change, ChangeSet
+from gitsync.errors import APIError, APINotFoundError
+from gitsync.gitops import failures
+from gitsync.kube.client import resource_path
+from gitsync.kube.events import EventRecorder, EventType
+from gitsync.kube.interfaces import Client
+from gitsync.model.api import FIELD_MANAGER, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.model.instance import INSTANCE_LABEL, STATUS_PREFIX
+from gitsync.model.myapp_status import now
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncState:
+    revision: str = ""
+    result: str = ""
+    last_error: str = ""
+    #: MyApps the source declares
+    managed: int = 0
+    failed: int = 0
+    #: the summary of the last pass that changed something; a pass that changes
+    #: nothing leaves it, so steady state writes nothing here either
+    last_change: str = ""
+    prune_skipped: str = ""
+    #: --verify-commits: the applied commit's good signature, or why the tip was refused
+    verification: str = ""
+    #: --verify-commits: the commit (or tag) refused, while the ref names it
+    rejected: str = ""
+
+    def data(self) -> dict[str, str]:
+        return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
+    """What the ConfigMap says of a pass's change set."""
+    changed = any(changes.count(a) for a in ("created", "configured", "pruned"))
+    return SyncState(
+        revision=changes.revision,
+        result="Succeeded" if changes.ok else "Failed",
+        # the objects that failed too: their messages name them, and a refused or
+        # invalid MyApp is what someone reading the ConfigMap looks for
+        last_error=failures.summary(
+            changes.errors,
+            [_named(c) for c in changes.changes if c.action == "failed"],
+            len(changes.changes),
+        ),
+        managed=sum(
+            1 for c in changes.changes if c.action != "pruned" and c.subject.startswith(f"{KIND}/")
+        ),
+        failed=changes.failures(),
+        last_change=changes.summary() if changed else (previous.last_change if previous else ""),
+        prune_skipped=changes.prune_skipped or "",
+        verification=changes.verification,
+        rejected=changes.rejection.sha if changes.rejection else "",
+    )
+
+
+def _named(c: Change) -> str:
+    """The reason of a failed object, naming it when the reason does not already."""
+    return c.reason if c.subject in c.reason else f"{c.subject}: {c.reason}"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+class StateWriter:
+    def __init__(
+        self,
+        kube: Client,
+        namespace: str,
+        instance: str,
+        *,
+        events: EventRecorder | None = None,
+        field_manager: str = FIELD_MANAGER,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.instance = instance
+        self.name = STATUS_PREFIX + instance
+        self.events = events
+        self.field_manager = field_manager
+        self._last: SyncState | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        return resource_path("v1", "configmaps", self.namespace, self.name)
+
+    def read(self) -> dict[str, str]:
+        try:
+            cm = self.kube.get(self.path, subject=f"ConfigMap/{self.namespace}/{self.name}")
+        except APINotFoundError:
+            return {}
+        return dict(cm.get("data") or {})
+
+    @staticmethod
+    def read_all(kube: Client, namespace: str) -> dict[str, dict[str, str]]:
+        """The sync state of every instance in ``namespace``, by instance name."""
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL}"
+        path = resource_path("v1", "configmaps", namespace)
+        items = kube.list(path, params={"labelSelector": selector}).get("items", [])
+        return {
+            cm["metadata"]["labels"][INSTANCE_LABEL]: dict(cm.get("data") or {}) for cm in items
+        }
+
+    @property
+    def last(self) -> SyncState | None:
+        return self._last
+
+    def record_changes(self, changes: ChangeSet) -> None:
+        """Record a pass's change set (a pass that changed nothing keeps the last
+        change's summary, so steady state writes nothing)."""
+        self.record(state_of(changes, self.last))
+
+    def record(self, state: SyncState) -> None:
+        with self._lock:
+            if state == self._last:
+                return  # nothing new: no write
+            previous, self._last = self._last, state
+        data = state.data() | {"lastChangeTime": now()}
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: self.instance},
+            },
+            "data": data,
+        }
+        try:
+            cm = self.kube.apply(
+                self.path,
+                body,
+                field_manager=self.field_manager,
+                force=True,
+                subject=f"ConfigMap/{self.namespace}/{self.name}",
+            )
+        except APIError as e:
+            log.warning("could not record the sync state: %s", e)
+            with self._lock:
+                self._last = previous
+            return
+        if self.events is None:
+            return
+        if (
+            previous is None
+            or previous.result != state.result
+            or previous.revision != state.revision
+        ):
+            kind: EventType = "Normal" if state.result == "Succeeded" else "Warning"
+            msg = f"sync {state.result.lower()} at {state.revision or 'no revision'}"
+            if state.last_error:
+                msg += f": {state.last_error}"
+            if not state.rejected:  # a refused commit has an Event of its own, below
+                self.events.emit(cm, kind, f"Sync{state.result}", msg)
+        if state.rejected and (previous is None or previous.verification != state.verification):
+            self.events.emit(cm, "Warning", "VerificationFailed", state.verification)
+        if state.prune_skipped and (
+            previous is None or previous.prune_skipped != state.prune_skipped
+        ):
+            self.events.emit(cm, "Warning", "PruneSkipped", state.prune_skipped)

@@ -1,0 +1,316 @@
+"""List+watch caches of plain JSON objects.
+
+Why not ``kubernetes.informer.SharedInformer`` (kubernetes 37): it lists through a
+typed API method and reads ``resp.items`` (typed models decode ~14x slower than
+``json.loads`` at 1000 Deployments, and ``CustomObjectsApi`` replies are dicts
+that do not fit it); it resumes a watch from the last resourceVersion but asks for
+no bookmarks, so on a quiet resource that version ages out and the resume ends in
+410 and a full relist; and it passes no client-side read timeout to its watch (a
+half-open connection hangs it for good), nor can it be given ``Kube``'s pool. This
+one is small: list, then watch from the list's
+resourceVersion with bookmarks and a server ``timeoutSeconds`` bounded by a
+client read timeout; 410 Gone (or any broken stream) relists.
+
+``observe`` lets a writer put its reply in the cache ahead of the watch event;
+it must never bring back what the watch already deleted (a reply can arrive
+after the DELETED event of the same object). Two proofs of "gone", both
+bounded in memory: the resourceVersion up to which the cache is known
+complete (a reply no newer than it, whose key the cache lacks, is of an
+object deleted since), and a tombstone per deleted key (its uid and deletion
+resourceVersion) for resourceVersions that do not compare as integers.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gitsync.errors import APIError
+from gitsync.kube.interfaces import ListWatcher
+from gitsync.model.api import Obj, key_of
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Obj], None]
+
+WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
+READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
+#: how long a deleted key's tombstone is kept: far longer than any write reply can
+#: take to reach ``observe`` (every request has a timeout well under a minute)
+TOMBSTONE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class _Tombstone:
+    uid: str
+    resource_version: str  # of the deletion
+    at: float
+
+
+class Informer:
+    """Keeps ``cache`` (key ``namespace/name`` → object) in line with the API server."""
+
+    def __init__(
+        self,
+        kube: ListWatcher,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        name: str = "",
+        page_size: int = 500,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.path = path
+        self.label_selector = label_selector
+        self.name = name or path
+        self.page_size = page_size
+        self.cache: dict[str, Obj] = {}
+        #: the cache holds every object as of this resourceVersion (list, event, bookmark)
+        self._complete_at = ""
+        #: deleted keys, oldest first
+        self._tombstones: dict[str, _Tombstone] = {}
+        self._clock = clock
+        self.synced = threading.Event()
+        self._handlers: list[Handler] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self.cache.get(key)
+
+    def observe(self, obj: Obj) -> None:
+        """Put an object we just wrote into the cache ahead of its watch event,
+        so the next step of the same pass sees it (its uid, for ownerReferences).
+        A reply about an object the watch has since deleted is dropped."""
+        key = key_of(obj)
+        with self._lock:
+            old = self.cache.get(key)
+            fresh = not self._deleted(key, obj) if old is None else _newer(obj, old)
+            if fresh:
+                self.cache[key] = obj
+
+    def tombstones(self) -> int:
+        """How many deleted keys are remembered (bounded: see ``_bury``)."""
+        with self._lock:
+            return len(self._tombstones)
+
+    def _deleted(self, key: str, obj: Obj) -> bool:
+        """Whether ``obj``, absent from the cache, is known to be deleted since."""
+        rv = _rv(obj)
+        if _not_after(rv, self._complete_at):
+            # the cache was complete at a later version and lacks the key: the
+            # object was deleted (or left our label selector) since this reply
+            return True
+        stone = self._tombstones.get(key)
+        if stone is None:
+            return False
+        # a uid is never reused: once deleted, that object never comes back
+        same_object = bool(stone.uid) and stone.uid == _uid(obj)
+        return same_object or _not_after(rv, stone.resource_version)
+
+    def _bury(self, key: str, obj: Obj, resource_version: str) -> None:
+        """Remember a deleted key; drop tombstones older than any reply in flight.
+        Called with ``_lock`` held."""
+        now = self._clock()
+        self._tombstones.pop(key, None)  # re-inserted last: the dict stays oldest first
+        self._tombstones[key] = _Tombstone(_uid(obj), resource_version, now)
+        while self._tombstones:
+            oldest = next(iter(self._tombstones))
+            if now - self._tombstones[oldest].at <= TOMBSTONE_SECONDS:
+                break
+            del self._tombstones[oldest]
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self.cache.values())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self.synced.wait(timeout)
+
+    # --- the loop ------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                rv = self._list()
+                backoff = 0.5
+                self._watch(rv)
+            except APIError as e:
+                hint = " (is its CustomResourceDefinition installed?)" if e.status == 404 else ""
+                log.warning(
+                    "informer %s: %s%s; relisting in %.1fs",
+                    self.name,
+                    e,
+                    hint,
+                    backoff,
+                    extra={"informer": self.name},
+                )
+                self._stop.wait(backoff * (1 + random.random() / 2))  # noqa: S311 - jitter
+                backoff = min(backoff * 2, 30.0)
+            except Exception:
+                # anything else (a bad event, a bug) must not stop the cache for good
+                log.exception("informer %s failed; relisting in %.1fs", self.name, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _params(self) -> dict[str, str | int | bool]:
+        params: dict[str, str | int | bool] = {}
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        return params
+
+    def _list(self) -> str:
+        items: dict[str, Obj] = {}
+        params = self._params() | {"limit": self.page_size}
+        while True:
+            page = self.kube.list(self.path, params=params, subject=self.name)
+            # items of a built-in list carry no apiVersion/kind (watch events do):
+            # fill them in, so a cached object compares equal to a fetched one
+            api_version = page.get("apiVersion", "")
+            kind = str(page.get("kind", "")).removesuffix("List")
+            for obj in page.get("items", []):
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                items[key_of(obj)] = obj
+            cont = page.get("metadata", {}).get("continue")
+            if not cont:
+                break
+            params["continue"] = cont
+        rv = str(page.get("metadata", {}).get("resourceVersion", ""))
+        self.relists += 1
+        self._replace(items, rv)
+        return rv
+
+    def _replace(self, items: dict[str, Obj], rv: str) -> None:
+        gone: list[Obj] = []
+        with self._lock:
+            old, self.cache = self.cache, items
+            self._complete_at = rv
+            # the list is the whole truth at ``rv``: older tombstones are not needed
+            # with integer resourceVersions; only what vanished since is kept
+            self._tombstones.clear()
+            for key, obj in old.items():
+                if key in items:
+                    continue
+                if _after(_rv(obj), rv):
+                    # written (and observed) after the list was taken: not gone; the
+                    # watch from ``rv`` brings its next change, its deletion included
+                    items[key] = obj
+                else:
+                    self._bury(key, obj, rv)
+                    gone.append(obj)
+            # a copy: observe() adds to the live cache while the handlers run
+            listed = list(items.items())
+        for obj in gone:
+            self._notify("DELETED", obj)
+        for key, obj in listed:
+            prev = old.get(key)
+            if prev is None:
+                self._notify("ADDED", obj)
+            elif _rv(prev) != _rv(obj):
+                self._notify("MODIFIED", obj)
+        self.synced.set()
+
+    def _watch(self, rv: str) -> None:
+        while not self._stop.is_set():
+            params = self._params() | {
+                "watch": True,
+                "resourceVersion": rv,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": WATCH_SECONDS,
+            }
+            for event in self.kube.stream(
+                self.path,
+                params=params,
+                subject=self.name,
+                read_timeout=WATCH_SECONDS + READ_SLACK,
+            ):
+                if self._stop.is_set():
+                    return
+                kind = event.get("type")
+                obj = event.get("object", {})
+                if kind == "ERROR":
+                    # 410 Gone: our resourceVersion is too old; relist
+                    log.info("informer %s: watch expired (%s)", self.name, obj.get("message"))
+                    return
+                rv = str(obj.get("metadata", {}).get("resourceVersion", rv))
+                if kind == "BOOKMARK":
+                    with self._lock:
+                        self._complete_at = rv
+                    continue
+                self._apply_event(kind, obj)
+
+    def _apply_event(self, kind: object, obj: Obj) -> None:
+        key = key_of(obj)
+        with self._lock:
+            self._complete_at = _rv(obj) or self._complete_at
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+                self._bury(key, obj, _rv(obj))  # a DELETED event carries the deletion's RV
+            else:
+                self._tombstones.pop(key, None)  # present again: the cache entry says enough
+                old = self.cache.get(key)
+                if old is not None and _newer(old, obj):
+                    return  # we already hold a newer copy (one we wrote, see observe)
+                self.cache[key] = obj
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._notify(kind, obj)
+
+    def _notify(self, kind: EventType, obj: Obj) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:
+                log.exception("informer %s: handler failed", self.name)
+
+
+def _newer(a: Obj, b: Obj) -> bool:
+    """Whether ``a`` is a later version of the same object than ``b``.
+
+    resourceVersions are opaque, but the API server only promises them to be
+    comparable for equality; etcd-backed ones are integers, which we rely on
+    only to keep an object we just wrote from being replaced by an older event."""
+    ra, rb = _rv(a), _rv(b)
+    if a.get("metadata", {}).get("uid") != b.get("metadata", {}).get("uid"):
+        return False
+    if ra.isdigit() and rb.isdigit():
+        return int(ra) > int(rb)
+    return False
+
+
+def _not_after(a: str, b: str) -> bool:
+    """``a`` is known to be no later than ``b`` (both etcd's integer resourceVersions)."""
+    return a.isdigit() and b.isdigit() and int(a) <= int(b)
+
+
+def _after(a: str, b: str) -> bool:
+    return a.isdigit() and b.isdigit() and int(a) > int(b)
+
+
+def _rv(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+def _uid(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("uid", ""))

@@ -1,0 +1,134 @@
+"""The identity of one gitsync instance (design §13: one instance, one identity).
+
+An instance is one source: a repository, a path in it and a ref. Its name is the
+value of the source label on every MyApp it applies (prune only ever touches
+MyApps carrying it, and an instance never applies over a MyApp carrying another),
+and it names the instance's Lease and sync status ConfigMap, so two instances in
+one namespace neither share a leader nor overwrite each other's status.
+
+Pure: no client, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+from gitsync.errors import ConfigError
+from gitsync.model.api import SOURCE_LABEL, Obj
+from gitsync.model.schema import is_dns_label
+
+#: the name of an instance that syncs no repository (``gitsync run`` without --repo)
+OPERATOR_ONLY = "operator"
+LEASE_PREFIX = "gitsync-leader-"
+STATUS_PREFIX = "gitsync-status-"
+#: a label on the sync status ConfigMap, so ``gitsync drift`` finds every instance's
+INSTANCE_LABEL = "gitsync.apps.example.com/instance"
+
+_HASH_LENGTH = 10
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    #: source label values this instance wrote before instance names existed (a hash
+    #: of repository and path): a MyApp carrying one is adopted when Git still
+    #: declares it, but never pruned, since two instances on one repository and
+    #: path (different refs) both wrote the same value
+    legacy_labels: frozenset[str] = field(default=frozenset())
+
+    @property
+    def label(self) -> str:
+        """The value of the source label (``gitsync.apps.example.com/source``)."""
+        return self.name
+
+    @property
+    def lease_name(self) -> str:
+        return LEASE_PREFIX + self.name
+
+    @property
+    def status_name(self) -> str:
+        return STATUS_PREFIX + self.name
+
+    def owner_of(self, myapp: Obj | None) -> str | None:
+        """The other instance whose source label ``myapp`` carries, or None when it
+        carries ours, a legacy one of ours, or none (a MyApp made by hand is adopted,
+        as before: only another instance's claim is respected)."""
+        if myapp is None:
+            return None
+        value = (myapp.get("metadata", {}).get("labels") or {}).get(SOURCE_LABEL)
+        if not value or value == self.label or value in self.legacy_labels:
+            return None
+        return str(value)
+
+
+def resolve(name: str, repo: str, path: str, ref: str) -> Instance:
+    """The instance named ``name``, or by default after ``repo``, ``path`` and ``ref``.
+
+    ``repo`` is the URL that names the source (``--instance-repo`` or ``--repo``);
+    empty for an operator without a repository."""
+    legacy = frozenset({legacy_label(repo, path)}) if repo else frozenset()
+    if name:
+        return Instance(check_name(name), legacy)
+    if not repo:
+        return Instance(OPERATOR_ONLY)
+    return Instance(default_name(repo, path, ref), legacy)
+
+
+def check_name(name: str) -> str:
+    if not is_dns_label(name):
+        raise ConfigError(
+            f"--instance-name {name!r} is not a DNS-1123 label "
+            "(a-z, 0-9 and '-', starting and ending with a letter or digit, at most 63)"
+        )
+    return name
+
+
+def default_name(repo: str, path: str, ref: str) -> str:
+    """A stable, DNS-safe name: the repository's base name and the ref, readable, then a
+    hash of the normalised repository URL, path and ref, so that two sources never share
+    a name however the readable part is cut (``platform-apps-main-3f9a0c12be``)."""
+    url = _normalise_url(repo)
+    key = f"{url}\n{_normalise_path(path)}\n{ref.strip()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:_HASH_LENGTH]
+    # no query or fragment in the readable part: a token there must not become a label
+    bare = re.split(r"[?#]", url, maxsplit=1)[0].replace("\\", "/").rstrip("/")
+    base = posixpath.basename(bare.rpartition(":")[2]).removesuffix(".git")
+    readable = _slug(f"{base}-{ref.strip()}")[: 63 - _HASH_LENGTH - 1].strip("-")
+    return f"{readable}-{digest}" if readable else f"gitsync-{digest}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def legacy_label(repo_url: str, path: str) -> str:
+    """The source label value of gitsync before instance names: repository and path,
+    hashed (the ref was not part of it, so two refs of one repository collided).
+
+    Two spellings of one repository (a trailing ``/`` or ``.git``, credentials, upper-case
+    host) name the same instance; otherwise a restart with a cosmetic change of ``--repo``
+    would orphan every MyApp it created.
+    """
+    key = f"{_normalise_url(repo_url)}\n{_normalise_path(path)}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+_SCHEME_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<auth>[^/@]*@)?(?P<rest>.*)")
+
+
+def _normalise_url(url: str) -> str:
+    url = url.strip()
+    m = _SCHEME_URL.fullmatch(url)
+    if m is not None:
+        host, _, rest = m["rest"].partition("/")
+        url = f"{m['scheme'].lower()}://{host.lower()}/{rest}"
+    url = url.rstrip("/")
+    return url.removesuffix(".git").rstrip("/")
+
+
+def _normalise_path(path: str) -> str:
+    norm = posixpath.normpath(path.strip().replace("\\", "/") or ".")
+    return norm.lstrip("/") or "."

@@ -1,0 +1,194 @@
+"""What gitsync writes into ``MyApp.status``: pure functions of what it observed.
+
+Status has one writer (field manager ``gitsync`` on /status), so the whole
+status is computed here every time: the sync loop's part (``source``, the
+Synced condition) is carried over from the live status unless the sync loop
+passes a newer one. Applying a partial status under the same manager would
+remove the fields left out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from gitsync.model.api import Obj
+
+
+@dataclass(frozen=True)
+class SyncInfo:
+    """The sync loop's part of a MyApp's status, from one pass."""
+
+    revision: str
+    path: str
+    time: str
+    ok: bool = True
+    message: str = ""
+
+
+def source_for(changed: bool, myapp: Obj, info: SyncInfo) -> SyncInfo:
+    """The source a MyApp reports: the commit that last changed it. A commit that
+    leaves a MyApp as it was does not rewrite its status (with N MyApps, stamping
+    each new revision on all of them would cost N writes a commit)."""
+    source = (myapp.get("status") or {}).get("source") or {}
+    if not changed and source.get("path") == info.path and source.get("revision"):
+        return SyncInfo(
+            str(source["revision"]), info.path, str(source.get("lastSyncTime") or info.time)
+        )
+    return info
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def phase_of(deployment: Obj | None) -> str:
+    """The phase, from the Deployment's own spec and status alone.
+
+    Not from the MyApp's ``spec.replicas``: another controller (an HPA) may own the
+    Deployment's replicas, and then the MyApp's number is never what runs. The test is
+    ``kubectl rollout status``'s: the deployment controller has seen the current
+    generation, every desired replica runs the current template, no old one is left,
+    and every updated one is available.
+    """
+    if deployment is None:
+        return "Pending"
+    spec: Obj = deployment.get("spec") or {}
+    st: Obj = deployment.get("status") or {}
+    for c in st.get("conditions") or []:
+        if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
+            return "Degraded"
+    generation = int((deployment.get("metadata") or {}).get("generation", 0))
+    if int(st.get("observedGeneration", 0)) < generation:
+        return "Progressing"  # the status describes an older spec
+    want = int(spec.get("replicas", 1))
+    updated = int(st.get("updatedReplicas", 0))
+    if updated < want or int(st.get("replicas", 0)) > updated:
+        return "Progressing"
+    if int(st.get("availableReplicas", 0)) < updated:
+        return "Progressing"
+    return "Available"
+
+
+def condition(
+    type_: str, ok: bool, reason: str, message: str, generation: int, previous: list[Obj]
+) -> Obj:
+    """A metav1.Condition; lastTransitionTime moves only when status does."""
+    status = "True" if ok else "False"
+    prev = next((c for c in previous if c.get("type") == type_), None)
+    since = prev["lastTransitionTime"] if prev and prev.get("status") == status else now()
+    return {
+        "type": type_,
+        "status": status,
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def compute(
+    myapp: Obj,
+    deployment: Obj | None,
+    *,
+    drift: list[Obj],
+    sync: SyncInfo | None = None,
+    error: str = "",
+) -> Obj:
+    """The full status of ``myapp``."""
+    live: Obj = myapp.get("status") or {}
+    prev: list[Obj] = live.get("conditions") or []
+    gen = int(myapp["metadata"].get("generation", 0))
+    dst: Obj = (deployment or {}).get("status", {})
+    phase = phase_of(deployment)
+    suspended = bool(myapp.get("spec", {}).get("suspend"))
+    status: Obj = {
+        "observedGeneration": gen,
+        "replicas": int(dst.get("replicas", 0)),
+        "availableReplicas": int(dst.get("availableReplicas", 0)),
+        "phase": phase,
+        "drift": drift,
+    }
+    if error:
+        ready = condition("Ready", False, "ReconcileError", error, gen, prev)
+    elif suspended:
+        ready = condition(
+            "Ready", phase == "Available", "Suspended", "spec.suspend is set", gen, prev
+        )
+    else:
+        message = _ready_message(deployment)
+        ready = condition("Ready", phase == "Available", phase, message, gen, prev)
+    drifted = condition(
+        "Drifted",
+        bool(drift),
+        "Drifted" if drift else "NoDrift",
+        _drift_message(drift),
+        gen,
+        prev,
+    )
+    conditions = [ready, drifted]
+    if sync is not None:
+        old = live.get("source") or {}
+        same_source = old.get("revision") == sync.revision and old.get("path") == sync.path
+        # the time this revision was applied, not of the latest pass: a pass that
+        # changes nothing must not write (steady state costs zero writes)
+        when = old.get("lastSyncTime") if same_source and old.get("lastSyncTime") else sync.time
+        status["source"] = {"revision": sync.revision, "path": sync.path, "lastSyncTime": when}
+        reason = "Applied" if sync.ok else "SyncFailed"
+        msg = sync.message or f"applied revision {sync.revision}"
+        conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))
+    else:
+        if live.get("source"):
+            status["source"] = live["source"]
+        synced = next((c for c in prev if c.get("type") == "Synced"), None)
+        if synced:
+            conditions.append(synced)
+    status["conditions"] = conditions
+    return status
+
+
+def _ready_message(deployment: Obj | None) -> str:
+    if deployment is None:
+        return "no Deployment yet"
+    # of the Deployment's own desired count, which another controller may set
+    want = (deployment.get("spec") or {}).get("replicas", 1)
+    available = (deployment.get("status") or {}).get("availableReplicas", 0)
+    return f"{available}/{want} replicas available"
+
+
+def _drift_message(drift: list[Obj]) -> str:
+    if not drift:
+        return "live state matches the desired state"
+    paths = ", ".join(f"{d['object']} {d['path']}" for d in drift[:5])
+    more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
+    return f"{len(drift)} drifted: {paths}{more}"
+
+
+def keep_recorded_drift(entries: list[Obj], myapp: Obj, obj: str) -> list[Obj]:
+    """``entries`` with the drift of ``obj`` replaced by what ``myapp``'s status last
+    recorded for it: for a pass that could not compare ``obj`` (its apply failed), so
+    that a failure does not read as "no drift"."""
+    recorded = (myapp.get("status") or {}).get("drift") or []
+    kept = [e for e in recorded if e.get("object") == obj]
+    fresh = [e for e in entries if e.get("object") != obj]
+    return sorted(fresh + kept, key=lambda e: (str(e.get("object")), str(e.get("path"))))
+
+
+def same(live: Obj | None, desired: Obj) -> bool:
+    """Whether writing ``desired`` would change nothing, ignoring timestamps that
+    ``compute`` carries over anyway."""
+    return bool(_strip(live or {}) == _strip(desired))
+
+
+def _strip(status: Obj) -> Any:
+    out = {k: v for k, v in status.items() if k != "conditions"}
+    out["drift"] = status.get("drift") or []
+    out["conditions"] = sorted(
+        (
+            {k: v for k, v in c.items() if k != "lastTransitionTime"}
+            for c in status.get("conditions") or []
+        ),
+        key=lambda c: str(c.get("type")),
+    )
+    return out

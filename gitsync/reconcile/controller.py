@@ -1,0 +1,170 @@
+"""The MyApp operator's loop: informers on MyApps and their Deployments, one work
+queue, N workers, and per-key locks (in :class:`~gitsync.reconcile.reconciler.Reconciler`).
+
+What one reconcile does is in :mod:`gitsync.reconcile.reconciler`; this module wires the real
+client to it and schedules keys: a watch event enqueues the key, a worker takes it
+and turns the reconcile's :class:`~gitsync.reconcile.reconciler.Result` into the queue's
+requeue-after, backoff or forget.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gitsync.engine.planner import Settings
+from gitsync.kube.apply import Applier
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.kube.events import EventRecorder
+from gitsync.kube.informer import Informer
+from gitsync.model import myapp_status as statuslib
+from gitsync.model.api import (
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    DriftPolicy,
+    Obj,
+    key_of,
+)
+from gitsync.reconcile.reconciler import Reconciler, Result, foreign_deployment
+from gitsync.reconcile.workqueue import WorkQueue
+
+__all__ = ["Controller", "ControllerConfig", "Result", "foreign_deployment"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    workers: int = 4
+    default_policy: DriftPolicy = "correct"
+    force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
+    field_manager: str = FIELD_MANAGER
+    namespace: str | None = None  # None: all namespaces
+
+
+class Controller:
+    def __init__(
+        self,
+        kube: Kube,
+        config: ControllerConfig = ControllerConfig(),
+        *,
+        events: EventRecorder | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.applier = Applier(kube, config.field_manager)
+        self.settings = Settings(config.default_policy, config.force_managers, config.field_manager)
+        self.events = events or EventRecorder(kube)
+        self.is_leader = is_leader
+        self.queue = WorkQueue()
+        ns = config.namespace
+        self.myapps = Informer(kube, path_of(KIND, ns or ""), name="myapps")
+        self.deployments = Informer(
+            kube,
+            resource_path("apps/v1", "deployments", ns),
+            label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+            name="deployments",
+        )
+        self.reconciler = Reconciler(
+            self.myapps, self.deployments, kube, self.applier, self.events, self.settings
+        )
+        #: (the reconciler's, shared: the sync loop fills them)
+        self.git: dict[str, Obj] = self.reconciler.git
+        self.sync_info: dict[str, statuslib.SyncInfo] = self.reconciler.sync_info
+        self._threads: list[threading.Thread] = []
+        self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj)))
+        self.deployments.add_handler(self._on_deployment)
+
+    @property
+    def reconciles(self) -> int:
+        return self.reconciler.reconciles
+
+    def reconcile(self, key: str) -> Result:
+        return self.reconciler.reconcile(key)
+
+    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
+        return self.reconciler.apply_from_git(key, body, sync)
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        self.myapps.start()
+        self.deployments.start()
+        self.start_workers()
+
+    def start_workers(self) -> None:
+        # while workers run, a Deployment a sync pass creates is theirs to report on
+        self.reconciler.handoff = self.queue.add
+        for i in range(self.config.workers):
+            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.queue.shutdown()
+        self.myapps.stop()
+        self.deployments.stop()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def wait_synced(self, timeout: float = 60.0) -> bool:
+        return self.myapps.wait_synced(timeout) and self.deployments.wait_synced(timeout)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.queue.idle():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def resync(self) -> None:
+        """Enqueue every MyApp (on becoming leader, or after a sync)."""
+        for obj in self.myapps.items():
+            self.queue.add(key_of(obj))
+
+    # --- queue ---------------------------------------------------------------
+
+    def _on_deployment(self, _type: str, obj: Obj) -> None:
+        for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("kind") == KIND and ref.get("controller"):
+                self.queue.add(f"{obj['metadata'].get('namespace', '')}/{ref['name']}")
+
+    def _worker(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self._process(key)
+            finally:
+                self.queue.done(key)
+
+    def _process(self, key: str) -> None:
+        if not self.is_leader():
+            return  # a standby keeps its caches warm and writes nothing
+        try:
+            result = self.reconciler.reconcile(key)
+        except Exception:
+            # a bug must not end the worker (the operator would stop without a word)
+            delay = self.queue.add_rate_limited(key)
+            log.exception("reconcile crashed; retry in %.1fs", delay, extra={"key": key})
+            return
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+        elif result.retry:
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "reconcile failed: %s; retry in %.1fs", result.error, delay, extra={"key": key}
+            )
+        else:
+            # done, or failed for good (recorded in status): a change brings it back
+            self.queue.forget(key)

@@ -1,0 +1,135 @@
+"""A de-duplicating, rate-limited work queue with per-key exponential backoff.
+
+The semantics of client-go's workqueue, which every controller relies on: a
+key is never processed by two workers at once; a key added while it is being
+processed is processed once more afterwards; a key added many times while
+waiting is processed once. Failed keys come back after an exponential,
+per-key delay; a success forgets the key's failures.
+
+Why not a library: the ``kubernetes`` package has none (client-go's is Go, and the
+Python client ships informers without a queue); a ``queue.Queue`` gives none of the
+three rules above, and APScheduler (which runs the sync job) has no per-key
+de-duplication or backoff.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+
+class WorkQueue:
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.05,
+        max_delay: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._clock = clock
+        self._queue: deque[str] = deque()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._delayed: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def add(self, key: str) -> None:
+        with self._cond:
+            if self._shutdown or key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: str, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutdown:
+                return
+            heapq.heappush(self._delayed, (self._clock() + delay, next(self._seq), key))
+            self._cond.notify()
+
+    def add_rate_limited(self, key: str) -> float:
+        """Requeue after this key's backoff (base * 2^failures, capped); returns the delay."""
+        with self._cond:
+            n = self._failures.get(key, 0)
+            self._failures[key] = n + 1
+        delay: float = min(self.base_delay * 2.0**n, self.max_delay)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: str) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: str) -> int:
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    def get(self, timeout: float | None = None) -> str | None:
+        """The next key, or None on shutdown or timeout. Call ``done(key)`` after."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                if self._shutdown:
+                    return None  # stop now: what is queued is level-based, it will come back
+                self._promote_delayed()
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if deadline is not None and self._clock() >= deadline:
+                    return None
+                self._cond.wait(self._next_wait(deadline))
+
+    def done(self, key: str) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """Nothing queued, nothing in flight (delayed retries may still be pending)."""
+        with self._cond:
+            return not self._queue and not self._processing
+
+    def _promote_delayed(self) -> None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._queue.append(key)
+
+    def _next_wait(self, deadline: float | None) -> float | None:
+        now = self._clock()
+        waits = []
+        if self._delayed:
+            waits.append(self._delayed[0][0] - now)
+        if deadline is not None:
+            waits.append(deadline - now)
+        return max(min(waits), 0.0) if waits else None

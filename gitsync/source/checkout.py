@@ -1,0 +1,459 @@
+"""The Git source: ``ls-remote``, then a shallow fetch and checkout of exactly one commit.
+
+Every git call is a child process with a timeout and an environment built here from an
+allow-list (nothing else of gitsync's own environment reaches git), so that neither the
+user's git configuration nor anything in the repository can add options, helpers or
+protocols. The cache is private (:mod:`gitsync.source.cache`): checked before every use, never
+trusted as found. Callers see :class:`SourceError` (temporary: retried) or
+:class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from gitsync.errors import MAX_BODY, ConfigError, SourceError, VerificationError
+from gitsync.source.cache import check_private, private_dir, write_private_file
+from gitsync.source.giturl import INSECURE_SCHEMES, SCP_URL, SECURE_SCHEMES, check_url, redact_url
+from gitsync.source.keyring import Verifier
+
+log = logging.getLogger(__name__)
+
+_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
+# a conservative subset of git-check-ref-format: never an option, never a revision expression
+_REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
+_FETCHED = "refs/gitsync/fetched"
+_TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
+
+# The only variables of gitsync's own environment that git gets: where programs are, and
+# the host's proxies (curl's variables, as every HTTP client honours them). No GIT_*
+# variable: GIT_PROXY_COMMAND, GIT_SSL_NO_VERIFY, GIT_CONFIG, GIT_EXEC_PATH and the rest
+# would each change what git runs or trusts.
+_ENV_ALLOWED = (
+    "PATH",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    # the user's ssh-agent, for a CLI user's own keys: ssh reads it, git does not
+    "SSH_AUTH_SOCK",
+)
+# Above the repository's config: even a config that got past the cache checks runs nothing
+_FORCED_CONFIG = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("credential.helper", ""),  # an empty value clears every helper configured before
+)
+
+# git reads these from the repository's own config; ours is written here and nowhere else
+_REPO_CONFIG = (
+    ("core.logAllRefUpdates", "false"),  # no reflog: replaced commits become garbage
+    ("gc.autoDetach", "false"),  # a detached gc would outlive the call (a leaked process)
+    ("maintenance.autoDetach", "false"),
+    ("transfer.fsckObjects", "true"),  # refuse corrupt or malicious objects on fetch
+    ("protocol.version", "2"),  # v2 lets us ask for exactly the refs we want
+)
+
+_ASKPASS = """#!/bin/sh
+# git asks "Username for 'https://host': " then "Password for 'https://user@host': ". The
+# token is read from its file on every call, so it is never in an argument, a URL or git's
+# config; and it is given to the configured host only, never to the target of a redirect.
+case "$1" in
+  "Username for '"*"://$GITSYNC_GIT_HOST': ") printf '%s\\n' "$GITSYNC_GIT_USERNAME" ;;
+  "Password for '"*"@$GITSYNC_GIT_HOST': ") cat -- "$GITSYNC_GIT_TOKEN_FILE" ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A checked-out tree: ``dir`` holds exactly commit ``sha`` of ``ref``."""
+
+    ref: str
+    sha: str
+    dir: Path
+    #: with --verify-commits: the signature found good, in words
+    verified: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
+
+
+@dataclass(frozen=True)
+class Credentials:
+    token_file: Path | None = None
+    username: str = "git"
+    ssh_key_file: Path | None = None
+    known_hosts_file: Path | None = None
+    #: CA certificates that sign the Git server's HTTPS certificate (a private CA)
+    ca_file: Path | None = None
+
+
+class Source(Protocol):
+    def fetch(self) -> Revision: ...
+
+    def remote_sha(self) -> str: ...
+
+
+class LocalSource:
+    """A plain directory (uncommitted files too), for ``gitsync diff`` and ``validate``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def fetch(self) -> Revision:
+        if not self.directory.is_dir():
+            raise SourceError(f"{self.directory} is not a directory")
+        return Revision(ref="local", sha="", dir=self.directory.resolve())
+
+    def remote_sha(self) -> str:
+        return ""
+
+
+def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | LocalSource:
+    """An existing local directory, or else a Git URL."""
+    local = Path(repo).expanduser()
+    if local.is_dir():
+        if kw.get("verifier") is not None:
+            # uncommitted files carry no signature: there is nothing to verify
+            raise ConfigError(
+                f"--verify-commits needs a Git URL, not the directory {repo} (file:// works)"
+            )
+        return LocalSource(local)
+    if "://" not in repo and not SCP_URL.fullmatch(repo):
+        raise ConfigError(f"repository {redact_url(repo)!r} is neither a directory nor a URL")
+    return GitSource(repo, ref, cache_dir, **kw)
+
+
+class GitSource:
+    """One remote repository and ref, fetched into ``cache_dir/<hash of url>``.
+
+    Thread-safe; ``fetches`` counts network fetches (an unchanged ref costs one
+    ``ls-remote`` and nothing else).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        ref: str,
+        cache_dir: Path,
+        *,
+        credentials: Credentials = Credentials(),
+        timeout: float = 60.0,
+        allow_insecure: bool = False,
+        verifier: Verifier | None = None,
+    ) -> None:
+        check_url(url, allow_insecure)
+        if not _REF.fullmatch(ref):
+            raise ConfigError(f"ref {ref!r} is not a valid branch, tag or commit name")
+        self.url = url
+        self.ref = ref
+        self.timeout = timeout
+        self.fetches = 0
+        self._credentials = credentials
+        self._cache_dir = cache_dir
+        self._dir = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16]
+        self._home = cache_dir / ".home"
+        self._env = self._environment(allow_insecure)
+        self._lock = threading.Lock()
+        self._current: Revision | None = None
+        self._verifier = verifier
+        #: (commit, object) last refused by the verifier: not fetched again while it stays
+        self._rejected: tuple[str, str] | None = None
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    def remote_sha(self) -> str:
+        """The commit the ref names on the remote now (a commit ref costs no network)."""
+        if _COMMIT.fullmatch(self.ref):
+            return self.ref.lower()
+        self._check_token_file()
+        with self._lock:
+            self._ensure_repo()
+            return self._ls_remote()[0]
+
+    def fetch(self) -> Revision:
+        """Make ``dir`` hold the ref's current commit; fetch only when it moved."""
+        self._check_token_file()
+        with self._lock:
+            self._ensure_repo()
+            if _COMMIT.fullmatch(self.ref):
+                sha = remote_ref = obj = self.ref.lower()
+            else:
+                sha, remote_ref, obj = self._ls_remote()
+            if self._current is not None and self._current.sha == sha:
+                return self._current
+            stale = self._head() != sha or (self._verifier is not None and not self._has(obj))
+            if stale and self._rejected != (sha, obj):
+                sha, obj = self._fetch(remote_ref)
+            # before the checkout, on the very objects (named by their hashes) it reads: a
+            # refused commit is never checked out, the previous tree stays
+            verified = self._verify(remote_ref, sha, obj)
+            self._run("checkout", "--quiet", "--force", "--detach", sha)
+            self._run("clean", "-ffdx", "--quiet")
+            self._current = Revision(ref=self.ref, sha=sha, dir=self._dir, verified=verified)
+            log.info("checked out %s from %s", self._current, self._where())
+            return self._current
+
+    # --- git calls -----------------------------------------------------------------------
+
+    def _ls_remote(self) -> tuple[str, str, str]:
+        """(commit sha, remote ref name, the object it names: a tag object for an annotated
+        tag, else the commit); a branch wins over a tag, like ``clone --branch``."""
+        if self.ref.startswith("refs/") or self.ref == "HEAD":
+            names = [self.ref]
+        else:
+            names = [f"refs/heads/{self.ref}", f"refs/tags/{self.ref}"]
+        patterns = [p for name in names for p in (name, f"{name}^{{}}")]
+        out = self._run("ls-remote", "--", self.url, *patterns)
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            found[name] = sha
+        for name in names:
+            # an annotated tag: the peeled ^{} entry names the commit, the plain one the tag
+            peeled = found.get(f"{name}^{{}}") or found.get(name)
+            if peeled:
+                return peeled, name, found.get(name) or peeled
+        raise SourceError(f"ref {self.ref!r} not found in {redact_url(self.url)}")
+
+    def _fetch(self, remote_ref: str) -> tuple[str, str]:
+        """(commit, the object the ref names) as fetched."""
+        self.fetches += 1
+        # --depth=1: one commit, whatever the history; "+": a force-pushed ref still moves
+        self._run(
+            "fetch",
+            "--quiet",
+            "--depth=1",
+            "--no-tags",
+            "--no-recurse-submodules",
+            "--no-auto-gc",
+            "--",
+            self.url,
+            f"+{remote_ref}:{_FETCHED}",
+        )
+        sha = self._run("rev-parse", "--verify", f"{_FETCHED}^{{commit}}")
+        obj = self._run("rev-parse", "--verify", _FETCHED)
+        if self.fetches % _TIDY_EVERY == 0:
+            try:
+                self._run("gc", "--quiet", "--prune=now")
+            except SourceError as e:  # housekeeping only: the checkout is still good
+                log.warning("git gc in %s failed: %s", self._dir, e)
+        return sha, obj
+
+    def _has(self, obj: str) -> bool:
+        return self._call(["cat-file", "-e", obj])[0] == 0
+
+    def _verify(self, remote_ref: str, sha: str, obj: str) -> str:
+        if self._verifier is None:
+            return ""
+        try:
+            verified = self._verifier.check(self._call, self.ref, remote_ref, sha, obj)
+        except VerificationError as e:
+            self._rejected = (sha, obj)
+            log.error("%s", e)
+            raise
+        self._rejected = None
+        log.info("%s", verified)
+        return verified
+
+    def _check_token_file(self) -> None:
+        # say so plainly, rather than through git's "unable to read askpass response"
+        token_file = self._credentials.token_file
+        if token_file is not None and not os.access(token_file, os.R_OK):
+            raise SourceError(f"token file {token_file} cannot be read")
+
+    def _head(self) -> str:
+        try:
+            return self._run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        except SourceError:
+            return ""  # a fresh repository has no HEAD yet
+
+    def _run(self, command: str, *args: str) -> str:
+        """One git call in the cache repository; its output, or :class:`SourceError`."""
+        code, out, err = self._call([command, *args])
+        if code != 0:
+            raise SourceError(self._describe(command, err))
+        return out.strip()
+
+    def _call(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        config: Sequence[tuple[str, str]] = (),
+    ) -> tuple[int, str, str]:
+        """One git call in the cache repository with our environment and timeout, plus
+        ``env`` and ``config`` (the verifier's GNUPGHOME and gpg settings, for that call
+        only): (exit code, stdout, stderr).
+
+        A child process of its own session, so that a timeout kills git and its helpers
+        (``git-remote-https``, ``ssh``, ``gpg``) together; umask 077, so that nothing git
+        writes is open to other users (and the next use's checks pass).
+        """
+        command = args[0]
+        full = {**self._env, **(env or {})}
+        if config:
+            _add_config(full, config)
+        try:
+            proc = subprocess.Popen(
+                ["git", *args],
+                cwd=self._dir,
+                env=full,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                umask=0o077,
+            )
+        except OSError as e:
+            raise SourceError(f"git {command} {self._where()}: {e.strerror}") from None
+        try:
+            out, err = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise SourceError(
+                f"git {command} {self._where()}: timed out after {self.timeout:g}s"
+            ) from None
+        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def _describe(self, command: str, stderr: str) -> str:
+        stderr = "; ".join(line.strip() for line in stderr.splitlines() if line.strip())
+        return f"git {command} {self._where()}: {self._redact(stderr)[-MAX_BODY:]}"
+
+    def _where(self) -> str:
+        return redact_url(self.url)
+
+    def _redact(self, text: str) -> str:
+        text = redact_url(text)
+        token_file = self._credentials.token_file
+        if token_file is not None:
+            try:
+                token = token_file.read_text().strip()
+            except OSError:
+                token = ""
+            if token:
+                text = text.replace(token, "***")
+        return text
+
+    # --- the cache repository ------------------------------------------------------------
+
+    def _ensure_repo(self) -> None:
+        """Check every level of the cache git will read, then make sure there is a
+        repository; a missing or broken one (no HEAD) is started over. Everything is
+        checked before anything is made: a refused cache is left exactly as found."""
+        private_dir(self._cache_dir)
+        git_dir = self._dir / ".git"
+        usable = check_private(self._dir, directory=True) and check_private(git_dir, directory=True)
+        if usable:
+            check_private(git_dir / "config", directory=False)
+            check_private(git_dir / "hooks", directory=True)
+            usable = check_private(git_dir / "HEAD", directory=False)
+        askpass = self._home / "askpass.sh"
+        has_askpass = check_private(self._home, directory=True) and check_private(
+            askpass, directory=False
+        )
+        private_dir(self._home)
+        # written into the directory just checked; one planted there was refused above
+        if not has_askpass and self._credentials.token_file:
+            write_private_file(askpass, _ASKPASS, 0o700)
+        if not usable:
+            self._reset_cache()
+
+    def _reset_cache(self) -> None:
+        """Start over with an empty repository (first use, or a cache found broken)."""
+        try:
+            # rmtree removes links, never what they point to
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir.mkdir(mode=0o700)
+        except OSError as e:
+            raise SourceError(f"cache {self._dir}: {e.strerror}") from None
+        # --template=: no sample hooks or info files copied from the host's git install
+        self._run("init", "--quiet", "--template=")
+        for key, value in _REPO_CONFIG:
+            self._run("config", key, value)
+        self._current = None
+
+    def _environment(self, allow_insecure: bool) -> dict[str, str]:
+        git_dir = str(self._dir / ".git")
+        protocols = [*SECURE_SCHEMES, *(INSECURE_SCHEMES if allow_insecure else ())]
+        creds = self._credentials
+        env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
+        env |= {
+            # git's messages are matched (a timeout, a missing ref): the same words everywhere
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
+            "GIT_TERMINAL_PROMPT": "0",  # never wait for a human
+            "GIT_ALLOW_PROTOCOL": ":".join(protocols),  # no ext::, fd::, or insecure ones
+            # the user's and the system's git config must not add helpers, insteadOf
+            # rewrites or an sshCommand: HOME is ours and empty, and no global file is read
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "HOME": str(self._home),
+            "XDG_CONFIG_HOME": str(self._home / ".config"),
+            # explicit, so git never searches upwards into a repository around the cache
+            "GIT_DIR": git_dir,
+            "GIT_WORK_TREE": str(self._dir),
+            "GIT_TRACE_REDACT": "1",
+            # refs/replace/ could make a checkout read another commit than the one named
+            # (and verified): objects are what their hashes say, nothing else
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_SSH_COMMAND": _ssh_command(creds, self.timeout),
+            # without a token, any credential prompt fails at once ("false" prints nothing)
+            "GIT_ASKPASS": str(self._home / "askpass.sh") if creds.token_file else "false",
+            "SSH_ASKPASS": "false",
+        }
+        forced = list(_FORCED_CONFIG)
+        if creds.ca_file is not None:
+            # a flag, not GIT_SSL_CAINFO from the environment: what git trusts is said
+            # on purpose, never inherited
+            forced.append(("http.sslCAInfo", str(creds.ca_file.absolute())))
+        env["GIT_CONFIG_COUNT"] = "0"
+        _add_config(env, forced)
+        if creds.token_file is not None:
+            # absolute, not resolved: a mounted Secret is a symlink into a timestamped
+            # directory that Kubernetes replaces when the Secret rotates
+            env["GITSYNC_GIT_TOKEN_FILE"] = str(creds.token_file.absolute())
+            env["GITSYNC_GIT_USERNAME"] = creds.username
+            env["GITSYNC_GIT_HOST"] = urlsplit(self.url).netloc
+        return env
+
+
+def _add_config(env: dict[str, str], pairs: Sequence[tuple[str, str]]) -> None:
+    """Append ``pairs`` to the command-line-level config in ``env`` (GIT_CONFIG_COUNT)."""
+    start = int(env.get("GIT_CONFIG_COUNT", "0"))
+    for i, (key, value) in enumerate(pairs, start):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
+
+
+def _ssh_command(creds: Credentials, timeout: float) -> str:
+    # BatchMode: no prompts; StrictHostKeyChecking=yes: an unknown host key is an error,
+    # never silently trusted
+    args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+    args += ["-o", f"ConnectTimeout={max(1, int(timeout))}"]
+    if creds.ssh_key_file is not None:
+        args += ["-i", str(creds.ssh_key_file.absolute()), "-o", "IdentitiesOnly=yes"]
+    if creds.known_hosts_file is not None:
+        args += ["-o", f"UserKnownHostsFile={creds.known_hosts_file.absolute()}"]
+    return shlex.join(args)

@@ -1,0 +1,284 @@
+"""Load and validate the MyApp manifests of a checkout.
+
+Pure: reads files under a root directory, talks to no cluster and no network. Every problem
+is a :class:`ManifestError` naming file, document, line and field; one broken file never
+stops the others from loading (the caller skips prune when anything failed).
+
+This is the public face of loading (:func:`load`, :class:`Limits`, :class:`DesiredApp`,
+:class:`LoadResult`): it finds the files without leaving the repository, reads each one
+within its limits, and ties the two lower layers together, so that a problem found on a
+field path comes back as a file, line and column. Finding and reading the files safely is
+:mod:`gitsync.source._files`; composing YAML at a bounded cost is
+:mod:`gitsync.source._yaml`; what a valid MyApp is, is :mod:`gitsync.model.schema`. Errors are
+capped per file and per load, the rest counted, so that a hostile file cannot flood the
+output, the logs or memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
+from gitsync.model.api import Obj
+from gitsync.model.schema import Checker, Problems, field_name, is_dns_label
+from gitsync.source._files import manifest_files, position, read_text, within
+from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one manifest file may cost to load."""
+
+    max_file_bytes: int = 1 << 20
+    max_depth: int = 32
+    max_aliases: int = 100
+    max_documents: int = 1000
+    #: a document, aliases expanded, may be no larger than a file may be
+    max_document_bytes: int = 1 << 20
+    #: one value (a scalar, a list, a mapping), aliases expanded; Kubernetes caps all of
+    #: an object's annotations together at this size
+    max_value_bytes: int = 256 << 10
+    #: errors reported per file and per load; the rest are counted ("… and N more"), so
+    #: a hostile file cannot flood the output, the logs or memory
+    max_errors_per_file: int = 20
+    max_errors: int = 200
+
+
+@dataclass(frozen=True)
+class DesiredApp:
+    """One valid MyApp from Git, and where it was written."""
+
+    obj: Obj
+    file: str
+    document: int
+    line: int
+    column: int = 1
+
+    @property
+    def key(self) -> str:
+        meta = self.obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    apps: tuple[DesiredApp, ...]
+    #: the errors to show, at most ``Limits.max_errors_per_file`` per file and
+    #: ``Limits.max_errors`` in all, each cut list ending with an "… and N more" entry
+    errors: tuple[ManifestError, ...]
+    files: int
+    #: every error found, shown or not
+    error_count: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def load(
+    root: Path,
+    path: str = ".",
+    *,
+    default_namespace: str = "default",
+    allowed_namespaces: frozenset[str] | None = None,
+    denied_namespaces: tuple[str, ...] = (),
+    watch_namespace: str | None = None,
+    limits: Limits = Limits(),
+) -> LoadResult:
+    """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
+
+    ``watch_namespace``: the daemon's operator sees that namespace only, so a MyApp that
+    Git puts elsewhere could never be observed (it would be "created" every pass, its
+    drift never seen): it is refused here, like a namespace that is not allowed.
+    """
+    real_root = Path(os.path.realpath(root))
+    start = Path(os.path.realpath(real_root / path))
+    if not within(real_root, start):
+        raise ConfigError(f"path {path!r} is outside the repository")
+    if not start.exists():
+        raise ConfigError(f"path {path!r} does not exist in the repository")
+    if not is_dns_label(default_namespace):
+        raise ConfigError(f"default namespace {default_namespace!r} is not a DNS-1123 label")
+    checker = Checker(
+        default_namespace, allowed_namespaces, denied_namespaces, watched=watch_namespace
+    )
+    apps: list[DesiredApp] = []
+    # bounded as they are found: a tree of a hundred thousand broken files costs no more
+    errors = _Capped(limits.max_errors)
+    files = 0
+    for rel, file in manifest_files(real_root, start, errors):
+        files += 1
+        found = _Capped(limits.max_errors_per_file)
+        _load_file(rel, file, checker, limits, apps, found)
+        errors.extend(found.shown(rel, "in this file"))
+    unique, duplicates = _split_duplicates(apps)
+    errors.extend(duplicates)
+    return LoadResult(
+        apps=unique, errors=tuple(errors.shown("")), files=files, error_count=errors.total
+    )
+
+
+class _More(ManifestError):
+    """The "… and N more" entry that stands for ``hidden`` errors not shown."""
+
+    def __init__(self, file: str, hidden: int, where: str = "") -> None:
+        self.hidden = hidden
+        super().__init__(file, f"… and {hidden} more errors" + (f" {where}" if where else ""))
+
+
+class _Capped(list[ManifestError]):
+    """Errors: the first ``cap`` are kept, the rest only counted (a :class:`_More` entry
+    counts as the errors it stands for)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.total = 0
+        self.hidden = 0
+
+    def append(self, error: ManifestError) -> None:
+        n = error.hidden if isinstance(error, _More) else 1
+        self.total += n
+        if len(self) < self.cap:
+            super().append(error)
+        else:
+            self.hidden += n
+
+    def extend(self, errors: Iterable[ManifestError]) -> None:
+        for error in errors:
+            self.append(error)
+
+    def drop(self, n: int) -> None:
+        """``n`` more errors, found and not kept."""
+        self.total += n
+        self.hidden += n
+
+    def shown(self, file: str, where: str = "") -> list[ManifestError]:
+        return [*self, _More(file, self.hidden, where)] if self.hidden else list(self)
+
+
+def _split_duplicates(
+    apps: list[DesiredApp],
+) -> tuple[tuple[DesiredApp, ...], list[ManifestError]]:
+    """Two definitions of one MyApp conflict: apply neither (either could be the intended
+    one, and alternating would flap), and name both places."""
+    by_key: dict[str, list[DesiredApp]] = {}
+    for app in apps:
+        by_key.setdefault(app.key, []).append(app)
+    errors = [
+        ManifestError(
+            other.file,
+            f"MyApp {key} is also defined at {plain_or_quote(same[0].file)}:{same[0].line}"
+            f" (document {same[0].document})",
+            document=other.document,
+            line=other.line,
+            column=other.column,
+            field="metadata.name",
+        )
+        for key, same in by_key.items()
+        for other in same[1:]
+    ]
+    return tuple(app for app in apps if len(by_key[app.key]) == 1), errors
+
+
+# --- reading and composing one file ------------------------------------------------------
+
+
+def _load_file(
+    rel: str,
+    file: Path,
+    checker: Checker,
+    limits: Limits,
+    apps: list[DesiredApp],
+    errors: _Capped,
+) -> None:
+    try:
+        text = read_text(rel, file, limits.max_file_bytes)
+    except ManifestError as e:
+        errors.append(e)
+        return
+    loader = Loader(text)
+    composer = Composer(
+        loader,
+        max_depth=limits.max_depth,
+        max_aliases=limits.max_aliases,
+        max_document_bytes=limits.max_document_bytes,
+        max_value_bytes=limits.max_value_bytes,
+    )
+    try:
+        for node in composer.documents():
+            if composer.index >= limits.max_documents:
+                msg = f"more than {limits.max_documents} documents in one file"
+                line, column = node.start_mark.line + 1, node.start_mark.column + 1
+                errors.append(
+                    ManifestError(rel, msg, document=composer.index, line=line, column=column)
+                )
+                return
+            _check_document(rel, composer, node, loader, checker, apps, errors)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
+        errors.append(_at(rel, msg, mark, composer.document))
+    except TooComplex as e:
+        errors.append(
+            ManifestError(rel, str(e), document=composer.document, line=e.line, column=e.column)
+        )
+    except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
+        line, column = position(text, getattr(e, "position", 0))
+        msg = f"invalid YAML: {one_line(getattr(e, 'reason', '') or str(e))}"
+        errors.append(ManifestError(rel, msg, line=line, column=column))
+    finally:
+        loader.dispose()
+
+
+def _at(rel: str, message: str, mark: object, document: int | None) -> ManifestError:
+    line = getattr(mark, "line", None)
+    column = getattr(mark, "column", None)
+    return ManifestError(
+        rel,
+        message,
+        document=document if document is not None and document >= 0 else None,
+        line=line + 1 if line is not None else None,
+        column=column + 1 if column is not None else None,
+    )
+
+
+# --- one document ------------------------------------------------------------------------
+
+
+def _check_document(
+    rel: str,
+    composer: Composer,
+    node: yaml.Node,
+    loader: yaml.SafeLoader,
+    checker: Checker,
+    apps: list[DesiredApp],
+    errors: _Capped,
+) -> None:
+    index, line, column = composer.index, node.start_mark.line + 1, node.start_mark.column + 1
+    if node.tag == "tag:yaml.org,2002:null":
+        return  # an empty document (a stray "---", or only comments) is no error
+    try:
+        value = loader.construct_document(node)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
+        mark = getattr(e, "problem_mark", None) or node.start_mark
+        problem = one_line(getattr(e, "problem", None) or str(e))
+        errors.append(_at(rel, f"invalid YAML: {problem}", mark, index))
+        return
+    problems = Problems(limit=errors.cap)
+    obj = checker.check(value, problems)
+    for key, key_line, key_column in composer.duplicate_keys:
+        msg = f"duplicate key {quote(key)}"
+        errors.append(ManifestError(rel, msg, document=index, line=key_line, column=key_column))
+    for path, message in problems:
+        field = field_name(path) or None
+        at, col = line_of(node, path)
+        errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
+    errors.drop(problems.dropped)
+    if obj is not None and not problems and not composer.duplicate_keys:
+        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))

@@ -1,0 +1,327 @@
+"""Signature verification, the pure part: what a commit or tag carries, what the verifier
+said about it, and the verdict. No process is run here (:mod:`gitsync.source.keyring` does that).
+
+Why ``git verify-commit --raw`` (and ``verify-tag --raw``) rather than ``git log
+--format=%G?``: with ``--raw`` git passes on the verifier's own output. For OpenPGP that is
+gpg's ``--status-fd`` protocol (GnuPG's doc/DETAILS): one keyword per line, meant for
+programs, stable across versions, and it tells apart what ``%G?`` folds together or maps
+through gpg's web of trust (``U`` means "good, but gpg's trust model has no opinion", which
+depends on ownertrust, not on our trusted set). ``VALIDSIG`` names the primary key's full
+fingerprint, which is what the trusted set is checked against. ``%G?`` also says ``N``
+(unsigned) for an SSH signature when no allowed-signers file is configured, so whether an
+object is signed at all is read here from the object itself. For SSH, git's ``--raw`` output
+is ssh-keygen's, whose one "Good signature" line git itself parses; the key's fingerprint is
+read from the signature blob, so even a rejected signature names its key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["commit", "tag"]
+Format = Literal["openpgp", "ssh", "x509"]
+Reason = Literal[
+    "unsigned",
+    "bad-signature",
+    "untrusted-key",
+    "expired-key",
+    "expired-signature",
+    "revoked-key",
+    "unverifiable",
+]
+REASONS: tuple[Reason, ...] = (
+    "unsigned",
+    "bad-signature",
+    "untrusted-key",
+    "expired-key",
+    "expired-signature",
+    "revoked-key",
+    "unverifiable",
+)
+
+_BEGIN: dict[str, Format] = {
+    "-----BEGIN PGP SIGNATURE-----": "openpgp",
+    "-----BEGIN PGP MESSAGE-----": "openpgp",  # git accepts this armor for OpenPGP too
+    "-----BEGIN SSH SIGNATURE-----": "ssh",
+    "-----BEGIN SIGNED MESSAGE-----": "x509",
+}
+#: the key types ssh-keygen signs with (``-Y sign``)
+SSH_KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the verification of one object concluded. ``key``: the full fingerprint when
+    known (OpenPGP hex, SSH ``SHA256:…``), else the key id; ``signer``: the user id or
+    principal; ``detail``: why, in words, when not ``ok``."""
+
+    ok: bool
+    reason: Reason | None = None
+    format: Format | None = None
+    key: str = ""
+    signer: str = ""
+    detail: str = ""
+
+    def describe(self) -> str:
+        """The key and signer, as a message names them."""
+        what = {"openpgp": "OpenPGP key", "ssh": "SSH key", "x509": "X.509 key"}.get(
+            self.format or "", "key"
+        )
+        who = f" ({_printable(self.signer)})" if self.signer else ""
+        return f"{what} {self.key}{who}" if self.key else ""
+
+
+def reject(reason: Reason, detail: str, fmt: Format | None = None, key: str = "") -> Verdict:
+    return Verdict(False, reason, fmt, key, detail=detail)
+
+
+def message(kind: Mode, sha: str, ref: str, verdict: Verdict) -> str:
+    """One line naming the object, the key and the reason: for the log, the status
+    ConfigMap, the Event and the command line."""
+    if verdict.ok:
+        return f"{kind} {sha} of {ref} is signed by trusted {verdict.describe()}"
+    return f"{kind} {sha} of {ref} not applied: {verdict.reason}: {verdict.detail}"
+
+
+# --- the signature an object carries ----------------------------------------------------
+
+
+def signature_of(raw: str, kind: Mode) -> str | None:
+    """The armored signature in a raw commit (``gpgsig`` header) or tag (appended to the
+    message), or None when there is none."""
+    if kind == "commit":
+        header, _, _ = raw.partition("\n\n")
+        lines: list[str] = []
+        for line in header.split("\n"):
+            if lines and line.startswith(" "):
+                lines.append(line[1:])
+            elif lines:
+                break
+            elif line.startswith(("gpgsig ", "gpgsig-sha256 ")):
+                lines.append(line.split(" ", 1)[1])
+        return "\n".join(lines) + "\n" if lines else None
+    # a tag: git takes the last line that starts a signature, to the end
+    starts = [m.start() for m in re.finditer(r"^-----BEGIN [A-Z ]+-----$", raw, re.M)]
+    for start in reversed(starts):
+        if raw[start:].split("\n", 1)[0] in _BEGIN:
+            return raw[start:]
+    return None
+
+
+def format_of(signature: str) -> Format | None:
+    return _BEGIN.get(signature.strip().split("\n", 1)[0])
+
+
+def ssh_key_of(signature: str) -> str:
+    """The ``SHA256:`` fingerprint of the public key an SSH signature names, or "" when the
+    blob cannot be read (the signature is then bad anyway)."""
+    body = "".join(
+        line.strip() for line in signature.strip().split("\n")[1:] if not line.startswith("-----")
+    )
+    try:
+        blob = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return ""
+    # PROTOCOL.sshsig: "SSHSIG", uint32 version, string publickey, …
+    if not blob.startswith(b"SSHSIG") or len(blob) < 14:
+        return ""
+    (size,) = struct.unpack(">I", blob[10:14])
+    key = blob[14 : 14 + size]
+    if len(key) != size or not key:
+        return ""
+    return fingerprint_of(key)
+
+
+def fingerprint_of(key_blob: bytes) -> str:
+    """ssh-keygen's fingerprint of a public key blob."""
+    digest = base64.b64encode(hashlib.sha256(key_blob).digest()).decode().rstrip("=")
+    return f"SHA256:{digest}"
+
+
+# --- gpg's status lines ------------------------------------------------------------------
+
+
+def parse_gpg_status(status: str, trusted: frozenset[str]) -> Verdict:
+    """The verdict of gpg's ``--status-fd`` output for one signature.
+
+    Good only with exactly one signature, a ``GOODSIG`` and a ``VALIDSIG`` whose primary
+    key fingerprint is in ``trusted``: the private keyring holds only trusted keys, and this
+    check keeps that true whatever else gpg might know."""
+    fields = [line[9:].split(" ") for line in status.splitlines() if line.startswith("[GNUPG:] ")]
+    seen: dict[str, list[str]] = {}
+    for f in fields:
+        seen.setdefault(f[0], f[1:])
+    key = ""
+    signer = ""
+    for word in ("GOODSIG", "EXPKEYSIG", "EXPSIG", "REVKEYSIG", "BADSIG", "ERRSIG"):
+        if seen.get(word):
+            key = seen[word][0]
+            signer = " ".join(seen[word][1:]) if word != "ERRSIG" else ""
+            break
+    if seen.get("VALIDSIG"):
+        valid = seen["VALIDSIG"]
+        key = (valid[9] if len(valid) > 9 else valid[0]).upper()
+
+    def no(reason: Reason, detail: str) -> Verdict:
+        return Verdict(False, reason, "openpgp", key, signer, detail)
+
+    if sum(1 for f in fields if f[0] == "NEWSIG") > 1:
+        return no("unverifiable", "more than one signature (gitsync checks exactly one)")
+    if "BADSIG" in seen:
+        return no("bad-signature", f"the signature by OpenPGP key {key} does not match the content")
+    if "ERRSIG" in seen:
+        err = seen["ERRSIG"]
+        if "NO_PUBKEY" in seen or (len(err) > 5 and err[5] == "9"):
+            fpr = err[6] if len(err) > 6 and err[6] != "-" else key
+            return Verdict(
+                False,
+                "untrusted-key",
+                "openpgp",
+                fpr.upper(),
+                detail=f"signed by OpenPGP key {fpr.upper()}, which is not a trusted key",
+            )
+        code = err[5] if len(err) > 5 else "?"
+        return no("unverifiable", f"gpg could not check the signature (ERRSIG code {code})")
+    if "REVKEYSIG" in seen:
+        return no("revoked-key", f"signed by OpenPGP key {key}, which is revoked")
+    if "EXPKEYSIG" in seen:
+        return no("expired-key", f"signed by OpenPGP key {key}, which has expired")
+    if "EXPSIG" in seen:
+        return no("expired-signature", f"the signature by {key} has expired")
+    if "GOODSIG" not in seen or "VALIDSIG" not in seen:
+        return no("unverifiable", "gpg reported no good signature")
+    if key not in trusted:
+        return no("untrusted-key", f"signed by OpenPGP key {key}, which is not a trusted key")
+    return Verdict(True, None, "openpgp", key, signer)
+
+
+def parse_ssh_output(output: str, key: str) -> Verdict:
+    """The verdict of ssh-keygen's output as git passes it on: "Good "git" signature for
+    PRINCIPAL with TYPE key FP" names a key of the allowed-signers file; "… signature with
+    TYPE key FP" (no principal) a good signature by a key that is not in it."""
+    for line in output.splitlines():
+        good = re.match(r'Good "git" signature for (.+) with \S+ key (SHA256:\S+)$', line)
+        if good:
+            return Verdict(True, None, "ssh", good.group(2), good.group(1))
+        unknown = re.match(r'Good "git" signature with \S+ key (SHA256:\S+)$', line)
+        if unknown:
+            return reject(
+                "untrusted-key",
+                f"signed by SSH key {unknown.group(1)}, which is not a trusted key",
+                "ssh",
+                unknown.group(1),
+            )
+    who = f" by SSH key {key}" if key else ""
+    return reject("bad-signature", f"the signature{who} does not match the content", "ssh", key)
+
+
+def judge(
+    signature: str | None, kind: Mode, rc: int, output: str, trusted: frozenset[str]
+) -> Verdict:
+    """The verdict from the object's signature, and git verify-commit/-tag's exit code and
+    output. Good only when both git (exit 0) and our reading of the output say so."""
+    if signature is None:
+        return reject("unsigned", f"the {kind} carries no signature")
+    fmt = format_of(signature)
+    if fmt is None or fmt == "x509":
+        return reject(
+            "unverifiable", f"a {fmt or 'unknown'} signature (gitsync checks OpenPGP and SSH)", fmt
+        )
+    if fmt == "openpgp":
+        verdict = parse_gpg_status(output, trusted)
+    else:
+        verdict = parse_ssh_output(output, ssh_key_of(signature))
+    if verdict.ok and rc != 0:
+        other = "; ".join(line for line in output.splitlines() if not line.startswith("[GNUPG:]"))
+        return Verdict(
+            False,
+            "unverifiable",
+            fmt,
+            verdict.key,
+            verdict.signer,
+            f"git verify-{kind} failed: {_printable(other)[:300] or 'exit ' + str(rc)}",
+        )
+    return verdict
+
+
+# --- the trusted keys ----------------------------------------------------------------------
+
+
+def primary_fingerprints(listing: str) -> frozenset[str]:
+    """The primary keys' fingerprints in ``gpg --with-colons --list-keys`` output (the
+    ``fpr`` record right after each ``pub``; those after ``sub`` are subkeys')."""
+    found: set[str] = set()
+    after_pub = False
+    for line in listing.splitlines():
+        rec = line.split(":")
+        if rec[0] == "pub":
+            after_pub = True
+        elif rec[0] == "fpr" and after_pub and len(rec) > 9:
+            found.add(rec[9].upper())
+            after_pub = False
+        elif rec[0] in ("sub", "uid"):
+            after_pub = False
+    return frozenset(found)
+
+
+@dataclass(frozen=True)
+class SshKey:
+    """One line of the allowed-signers file gitsync writes."""
+
+    principals: str
+    options: str
+    keytype: str
+    blob: str
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(base64.b64decode(self.blob))
+
+    def line(self) -> str:
+        return f"{self.principals} {self.options} {self.keytype} {self.blob}\n"
+
+
+_PRINCIPAL = re.compile(r"[A-Za-z0-9._@+-]{1,100}")
+
+
+def parse_ssh_line(line: str, default_principal: str) -> SshKey | str:
+    """A public key line (``TYPE BASE64 [COMMENT]``, as in a ``.pub`` file) or an
+    allowed-signers line (``PRINCIPALS [OPTIONS] TYPE BASE64``); else why not (a str)."""
+    tokens = line.split()
+    at = next((i for i, t in enumerate(tokens) if t in SSH_KEY_TYPES), None)
+    if at is None or at + 1 >= len(tokens):
+        return "neither an SSH public key nor an allowed-signers line"
+    keytype, b64 = tokens[at], tokens[at + 1]
+    try:
+        blob = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        return f"the {keytype} key is not valid base64"
+    (size,) = struct.unpack(">I", blob[:4]) if len(blob) >= 4 else (0,)
+    if blob[4 : 4 + size].decode(errors="replace") != keytype:
+        return f"the key's content is not a {keytype} key"
+    if at == 0:
+        comment = " ".join(tokens[2:])
+        principal = comment if _PRINCIPAL.fullmatch(comment) else default_principal
+        return SshKey(principal, 'namespaces="git"', keytype, b64)
+    options = " ".join(tokens[1:at]) or 'namespaces="git"'
+    return SshKey(tokens[0], options, keytype, b64)
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

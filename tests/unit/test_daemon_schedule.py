@@ -1,0 +1,103 @@
+"""The sync job's schedule: "sync now" while a pass runs gives one more pass after it.
+
+No cluster: the daemon gets a stand-in controller and a syncer whose passes wait until
+the test lets each one finish; the real APScheduler runs them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.gitops.sync import Syncer
+from gitsync.reconcile.controller import Controller
+
+
+class GatedSyncer:
+    """Each pass blocks until :meth:`finish_one`; counts passes and overlaps."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.started = 0
+        self.running = 0
+        self.most_at_once = 0
+        self._lock = threading.Lock()
+        self._gate = threading.Semaphore(0)
+
+    def run(self) -> SimpleNamespace:
+        with self._lock:
+            self.started += 1
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        self._gate.acquire()
+        with self._lock:
+            self.running -= 1
+        return SimpleNamespace(
+            ok=True,
+            seconds=0.0,
+            fetch_seconds=0.0,
+            count=lambda _action: 0,
+            prune_skipped=False,
+            revision="abc",
+            summary=lambda: "nothing",
+        )
+
+    def finish_one(self) -> None:
+        self._gate.release()
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        wait_synced=lambda _timeout: True,
+    )
+    syncer = GatedSyncer()
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
+    daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+    daemon.schedule()  # the first pass starts now
+    yield daemon, syncer
+    daemon.stop()
+    for _ in range(5):  # let any pass still waiting through, so that shutdown returns
+        syncer.finish_one()
+    daemon.scheduler.shutdown(wait=True)
+    daemon.http.server_close()
+
+
+def test_requests_during_a_pass_give_one_pass_after_it_never_one_alongside(
+    scheduled: tuple[Daemon, GatedSyncer],
+) -> None:
+    daemon, syncer = scheduled
+    wait_for(lambda: syncer.started == 1, "the first pass")
+    for _ in range(3):  # three pushes during the pass
+        daemon.trigger()
+        time.sleep(0.1)
+    assert syncer.started == 1  # nothing alongside the running pass
+    syncer.finish_one()
+    wait_for(lambda: syncer.started == 2, "the pass the pushes asked for")
+    # a push during that pass: it may have fetched before the push, so one more
+    daemon.trigger()
+    syncer.finish_one()
+    wait_for(lambda: syncer.started == 3, "the pass after the second")
+    syncer.finish_one()
+    wait_for(lambda: syncer.running == 0, "the third pass to end")
+    time.sleep(0.5)  # (room for a pass that should not come)
+    assert (syncer.started, syncer.most_at_once) == (3, 1)
+    # idle: a request runs at once
+    daemon.trigger()
+    wait_for(lambda: syncer.started == 4, "a pass when idle")
+    syncer.finish_one()

@@ -1,0 +1,171 @@
+"""The reconcile steps against fake caches and a fake cluster: what is written, and the
+Result the loop acts on (done, requeue after, retry with backoff, terminal)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitsync.errors import (
+    APIConflictError,
+    APIInvalidError,
+    APIServerError,
+    APITooManyRequestsError,
+)
+from gitsync.kube.client import path_of
+from gitsync.model.api import Obj
+from gitsync.model.myapp_status import SyncInfo
+from gitsync.reconcile.reconciler import Reconciler, Result
+from tests.fakes import FakeCache, FakeCluster, FakeRecorder
+
+KEY = "shop/web"
+DEPLOYMENT = path_of("Deployment", "shop", "web")
+
+
+def myapp(**spec: object) -> Obj:
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {"image": "nginx:1.27", "replicas": 2, **spec},
+    }
+
+
+class World:
+    def __init__(self) -> None:
+        self.cluster = FakeCluster()
+        self.myapps = FakeCache()
+        self.deployments = FakeCache()
+        self.events = FakeRecorder()
+        self.r = Reconciler(self.myapps, self.deployments, self.cluster, self.cluster, self.events)
+
+    def add(self, obj: Obj) -> Obj:
+        """A MyApp created (by someone) and seen by the watch."""
+        stored = self.cluster.apply(obj)
+        self.myapps.observe(stored)
+        return stored
+
+    def status(self) -> Obj:
+        return dict(self.cluster.store[path_of("MyApp", "shop", "web")].get("status") or {})
+
+    def condition(self, kind: str) -> Obj:
+        return next(c for c in self.status()["conditions"] if c["type"] == kind)
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_a_new_myapp_gets_its_deployment_and_status_then_nothing_is_written(
+    world: World,
+) -> None:
+    world.add(myapp())
+    first = world.r.reconcile(KEY)
+    assert first.outcome is not None and first.outcome.action == "created"
+    assert not (first.error or first.terminal or first.requeue_after is not None)
+    dep = world.cluster.store[DEPLOYMENT]
+    assert dep["spec"]["replicas"] == 2
+    assert (
+        dep["metadata"]["ownerReferences"][0]["uid"] == world.myapps.objects[KEY]["metadata"]["uid"]
+    )
+    assert [verb for verb, _ in world.cluster.writes] == ["apply", "apply", "status"]
+    assert world.events.reasons() == ["Created"]
+    # level-based and idempotent: the same inputs write nothing
+    before = list(world.cluster.writes)
+    again = world.r.reconcile(KEY)
+    assert again.outcome is not None and again.outcome.action == "unchanged"
+    assert world.cluster.writes == before
+
+
+def test_a_spec_change_configures_the_deployment(world: World) -> None:
+    world.add(myapp())
+    world.r.reconcile(KEY)
+    world.add(myapp(replicas=5))
+    result = world.r.reconcile(KEY)
+    assert result.outcome is not None and result.outcome.action == "configured"
+    assert world.cluster.store[DEPLOYMENT]["spec"]["replicas"] == 5
+
+
+def test_a_myapp_that_is_gone_is_done_without_a_write(world: World) -> None:
+    assert world.r.reconcile(KEY) == Result()
+    assert world.cluster.writes == []
+
+
+def test_throttling_requeues_after_the_servers_hint_and_writes_nothing(world: World) -> None:
+    world.add(myapp())
+    world.cluster.fail["apply"] = APITooManyRequestsError("Deployment/shop/web", "slow", 3.0)
+    writes = len(world.cluster.writes)
+    result = world.r.reconcile(KEY)
+    assert result.requeue_after == 3.0 and not result.terminal and not result.retry
+    # no status, no Event: one more request would only be refused too
+    assert len(world.cluster.writes) == writes and world.events.events == []
+
+
+def test_a_temporary_failure_is_retried_with_backoff(world: World) -> None:
+    world.add(myapp())
+    world.cluster.fail["apply"] = APIServerError("Deployment/shop/web", "etcd timeout", status=500)
+    result = world.r.reconcile(KEY)
+    assert result.retry and not result.terminal and "etcd timeout" in result.error
+    assert world.events.reasons() == ["ApplyFailed"]
+    assert world.r.reconcile(KEY).outcome is not None  # the next try goes through
+
+
+def test_a_permanent_failure_is_terminal_recorded_in_status_and_announced_once(
+    world: World,
+) -> None:
+    world.add(myapp())
+
+    def invalid() -> APIInvalidError:
+        return APIInvalidError("Deployment/shop/web", "spec.replicas: Invalid value", [])
+
+    world.cluster.fail["apply"] = invalid()
+    result = world.r.reconcile(KEY)
+    assert result.terminal and not result.retry and result.requeue_after is None
+    ready = world.condition("Ready")
+    assert ready["status"] == "False" and "Invalid value" in ready["message"]
+    world.cluster.fail["apply"] = invalid()
+    assert world.r.reconcile(KEY).terminal
+    assert world.events.reasons() == ["ApplyFailed"]  # one Event per distinct error
+
+
+def test_a_deployment_that_is_not_ours_is_never_taken_over(world: World) -> None:
+    world.add(myapp())
+    world.cluster.store[DEPLOYMENT] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"namespace": "shop", "name": "web", "uid": "theirs"},
+        "spec": {"replicas": 9},
+    }
+    result = world.r.reconcile(KEY)
+    assert result.terminal and "not owned by MyApp/shop/web" in result.error
+    assert world.cluster.store[DEPLOYMENT]["spec"]["replicas"] == 9
+    assert ("apply", DEPLOYMENT) not in world.cluster.writes
+
+
+def test_a_conflicting_status_write_is_retried(world: World) -> None:
+    world.add(myapp())
+    world.cluster.fail["status"] = APIConflictError("MyApp/shop/web", "modified", [])
+    result = world.r.reconcile(KEY)
+    assert result.retry and not result.terminal
+    assert world.r.reconcile(KEY).error == ""
+    assert world.condition("Ready")
+
+
+def test_apply_from_git_raises_what_the_sync_reports_and_records_synced_false(
+    world: World,
+) -> None:
+    world.add(myapp())
+    world.cluster.fail["apply"] = APIInvalidError("MyApp/shop/web", "spec.image: Required", [])
+    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
+    with pytest.raises(APIInvalidError):
+        world.r.apply_from_git(KEY, myapp(image=""), sync)
+    synced = world.condition("Synced")
+    assert synced["status"] == "False" and "Required" in synced["message"]
+
+
+def test_apply_from_git_creates_the_myapp_and_its_deployment(world: World) -> None:
+    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
+    assert world.r.apply_from_git(KEY, myapp(), sync) == "created"
+    assert DEPLOYMENT in world.cluster.store
+    assert world.condition("Synced")["status"] == "True"
+    assert world.r.apply_from_git(KEY, myapp(), sync) == "unchanged"

@@ -1,0 +1,167 @@
+"""A whole sync pass (load, apply, prune, sync state) against fake caches and a fake
+cluster, and the plan ``gitsync diff`` shows for the same state: one planner, so the
+preview names the same actions as the pass that follows it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.gitops import namespaces as nslib
+from gitsync.gitops.sync import Syncer, SyncOptions, myapp_body
+from gitsync.gitops.sync_state import StateWriter
+from gitsync.model.api import KIND
+from gitsync.reconcile.reconciler import Reconciler
+from gitsync.source import manifests
+from gitsync.source.checkout import Revision
+from tests.fakes import FakeCache, FakeCluster, FakeRecorder
+from tests.support import app_yaml
+
+NAMES = ("a", "b", "c")
+
+
+@dataclass
+class FakeOperator:
+    reconciler: Reconciler
+    kube: FakeCluster
+    is_leader: Callable[[], bool] = field(default=lambda: True)
+
+
+class DirSource:
+    """A checkout that is a directory; ``commits`` counts what was committed to it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.commits = 0
+
+    def fetch(self) -> Revision:
+        return Revision("main", f"{self.commits:040x}", self.directory)
+
+    def remote_sha(self) -> str:
+        return f"{self.commits:040x}"
+
+
+class World:
+    def __init__(self, tmp_path: Path) -> None:
+        self.repo = tmp_path / "repo"
+        (self.repo / "apps").mkdir(parents=True)
+        self.cluster = FakeCluster()
+        self.cluster.store[nslib.path_of("shop")] = {"metadata": {"name": "shop"}}
+        self.myapps, self.deployments = FakeCache(), FakeCache()
+        self.events = FakeRecorder()
+        reconciler = Reconciler(
+            self.myapps, self.deployments, self.cluster, self.cluster, self.events
+        )
+        self.options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
+        self.state = StateWriter(self.cluster, "gitsync", "apps")
+        self.source = DirSource(self.repo)
+        self.syncer = Syncer(
+            FakeOperator(reconciler, self.cluster), self.source, self.options, self.state
+        )
+
+    def declare(self, *names: str) -> None:
+        for f in (self.repo / "apps").glob("*.yaml"):
+            f.unlink()
+        for name in names:
+            (self.repo / "apps" / f"{name}.yaml").write_text(app_yaml("shop", name))
+        self.source.commits += 1
+
+    def preview(self) -> ChangeSet:
+        """What ``gitsync diff`` plans from the same state (its caches stand in for the
+        LISTs diff makes)."""
+        loaded = manifests.load(self.repo, "apps", default_namespace="default")
+        label = self.syncer.source_label
+        desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+        myapps = {f"shop/{o['metadata']['name']}": o for o in self.myapps.items()}
+        deployments = {f"shop/{o['metadata']['name']}": o for o in self.deployments.items()}
+        pruning = plan_prune(desired, self.syncer.tracked(), PruneGuard(), manifests_ok=loaded.ok)
+        return plan(desired, myapps, deployments, pruning)
+
+
+def myapp_actions(changes: ChangeSet) -> dict[str, str]:
+    return {
+        c.subject.rsplit("/", 1)[-1]: c.action
+        for c in changes.changes
+        if c.subject.startswith(f"{KIND}/")
+    }
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def test_a_pass_creates_then_leaves_alone_then_prunes_as_the_preview_said(
+    world: World,
+) -> None:
+    world.declare(*NAMES)
+    preview = world.preview()
+    first = world.syncer.run()
+    assert first.ok, first.errors
+    assert myapp_actions(first) == myapp_actions(preview) == dict.fromkeys(NAMES, "created")
+    assert first.count("created") == 3 and first.revision.startswith("main@sha1:")
+    assert {p.rsplit("/", 1)[-1] for p in world.cluster.store if "/deployments/" in p} == {*NAMES}
+
+    writes = len(world.cluster.writes)
+    assert myapp_actions(world.preview()) == dict.fromkeys(NAMES, "unchanged")
+    steady = world.syncer.run()
+    assert myapp_actions(steady) == dict.fromkeys(NAMES, "unchanged")
+    assert len(world.cluster.writes) == writes  # steady state writes nothing
+
+    world.declare("a", "b")
+    preview = world.preview()
+    assert myapp_actions(preview)["c"] == "pruned" and preview.writes
+    pruning = world.syncer.run()
+    assert myapp_actions(pruning) == {"a": "unchanged", "b": "unchanged", "c": "pruned"}
+    assert not any(p.endswith("/myapps/c") for p in world.cluster.store)
+    assert "Pruned" in world.events.reasons()
+
+
+def test_a_prune_the_guard_refuses_is_skipped_in_the_preview_and_the_pass(world: World) -> None:
+    world.declare(*NAMES)
+    world.syncer.run()
+    world.declare("a")  # 2 of 3 would go: the default guard refuses half or more
+    preview = world.preview()
+    result = world.syncer.run()
+    assert preview.prune_skipped is not None and preview.prune_skipped == result.prune_skipped
+    assert "2 of 3" in result.prune_skipped
+    assert result.count("pruned") == preview.count("pruned") == 0
+    assert all(any(p.endswith(f"/myapps/{n}") for p in world.cluster.store) for n in NAMES)
+
+
+def test_the_sync_state_records_the_pass(world: World) -> None:
+    world.declare(*NAMES)
+    result = world.syncer.run()
+    data = world.cluster.get(world.state.path)["data"]
+    assert data["result"] == "Succeeded" and data["managed"] == "3"
+    assert data["revision"] == result.revision and data["lastChange"] == result.summary()
+
+
+def test_a_broken_manifest_fails_the_pass_and_prunes_nothing(world: World) -> None:
+    world.declare(*NAMES)
+    world.syncer.run()
+    world.declare("a")
+    (world.repo / "apps" / "b.yaml").write_text("apiVersion: apps.example.com/v1\nkind: [")
+    world.source.commits += 1
+    result = world.syncer.run()
+    assert not result.ok and result.errors and "b.yaml" in result.errors[0]
+    assert result.count("pruned") == 0 and result.prune_skipped is not None
+    assert all(any(p.endswith(f"/myapps/{n}") for p in world.cluster.store) for n in NAMES)
+
+
+def test_a_deposed_leader_prunes_nothing(world: World) -> None:
+    world.declare(*NAMES)
+    world.syncer.run()
+    world.declare("a", "b")
+    leading = [True]
+    world.syncer.controller = FakeOperator(
+        world.syncer.reconciler, world.cluster, lambda: leading[0]
+    )
+    leading[0] = False
+    result = world.syncer.run()
+    assert not result.ok and result.count("pruned") == 0
+    assert any(p.endswith("/myapps/c") for p in world.cluster.store)
