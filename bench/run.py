@@ -458,7 +458,8 @@ def main() -> int:
         interval=float(os.environ.get("GITSYNC_BENCH_INTERVAL", "60")),
     )
     cluster.up()
-    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
+    # the measuring client: patient, so a loaded API server slows the figures, not the run
+    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32, timeout=120.0)
     sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     # kubectl's and gitsync's copies of the largest size are up at once, next to the
     # operator's: kwok Nodes with room for all of their Pods
