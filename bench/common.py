@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 KUBECTL = str(cluster.STATE / "bin" / "kubectl")
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+# the bound on one step (a kubectl call, a wait): a bench on a slow or busy machine at
+# N = 5000 takes many minutes for one `kubectl apply`; this only stops a hang
+STEP_S = float(os.environ.get("GITSYNC_BENCH_STEP_TIMEOUT", "3600"))
 
 
 def server_requests(
@@ -132,9 +135,11 @@ def ensure_nodes(kube: Kube, pods: int) -> None:
         room += POD_ROOM
 
 
-def sh(*argv: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+def sh(
+    *argv: str, timeout: float | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG)}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout or STEP_S, env=env)
     if check and proc.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(argv[:3])} failed: {proc.stderr.strip()[-500:]}")
     return proc
@@ -146,9 +151,11 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float = 600, every: float = 0.2) -> float:
+def wait(
+    what: str, check: Callable[[], bool], timeout: float | None = None, every: float = 0.2
+) -> float:
     start = time.perf_counter()
-    while time.perf_counter() - start < timeout:
+    while time.perf_counter() - start < (timeout or STEP_S):
         if check():
             return time.perf_counter() - start
         time.sleep(every)

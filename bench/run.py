@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from bench import report, versus
+from bench import profile, report, versus
 from bench.common import (
     GITSYNC,
     KUBECTL,
@@ -169,21 +169,16 @@ def bench_sync(kube: Kube, tmp: Path, out: Results, n: int) -> tuple[Controller,
 
 
 def profiled(fn: Callable[[], T], name: str) -> T:
-    """``fn()``, under pyinstrument when GITSYNC_BENCH_PROFILE is set: the profile goes
-    to bench/results/profile-<name>.txt (a sampling profiler: the timing barely moves)."""
+    """``fn()``, sampled by py-spy across every thread when GITSYNC_BENCH_PROFILE is set:
+    the summary goes to bench/results/profile-<name>.txt (sampling: the timing barely
+    moves)."""
     if not os.environ.get("GITSYNC_BENCH_PROFILE"):
         return fn()
-    from pyinstrument import Profiler
-
-    profiler = Profiler(interval=0.005)
-    profiler.start()
+    path = ROOT / "bench" / "results" / f"profile-{name}.txt"
+    path.parent.mkdir(exist_ok=True)
     try:
-        return fn()
+        return profile.profiled(fn, path)
     finally:
-        profiler.stop()
-        path = ROOT / "bench" / "results" / f"profile-{name}.txt"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(profiler.output_text(unicode=True, show_all=False))
         print(f"bench: profile in {path.relative_to(ROOT)}", flush=True)
 
 
@@ -447,6 +442,13 @@ def _sizes(name: str, default: str) -> list[int]:
     return [int(v) for v in os.environ.get(name, default).split(",") if v.strip()]
 
 
+def _partial(out: Results) -> None:
+    """What is measured so far, so a part that fails late loses nothing before it."""
+    path = ROOT / "bench" / "results" / "partial.json"
+    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    print(f"bench: so far in {path.relative_to(ROOT)}", flush=True)
+
+
 def main() -> int:
     parts = set(os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus").split(","))
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
@@ -456,7 +458,8 @@ def main() -> int:
         interval=float(os.environ.get("GITSYNC_BENCH_INTERVAL", "60")),
     )
     cluster.up()
-    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32)
+    # the measuring client: patient, so a loaded API server slows the figures, not the run
+    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=32, timeout=120.0)
     sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     # kubectl's and gitsync's copies of the largest size are up at once, next to the
     # operator's: kwok Nodes with room for all of their Pods
@@ -470,6 +473,7 @@ def main() -> int:
         if "core" in parts:
             core_out = core(kube, tmp, N)
             out.update(core_out)
+            _partial(out)
         if "scale" in parts:
             out["scale"] = {}
             for n in scale:
@@ -478,6 +482,7 @@ def main() -> int:
                     continue
                 print(f"bench: scale curve at N={n}", flush=True)
                 out["scale"][str(n)] = core(kube, tmp, n, scale_only=True)
+                _partial(out)
         if "versus" in parts:
             out["versus"] = versus.versus(kube, tmp, settings)
     finally:
