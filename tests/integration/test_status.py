@@ -137,6 +137,7 @@ def test_a_rejected_deployment_keeps_the_last_known_status(
     assert st["drift"] == before
     assert condition(app, "Drifted")["status"] == "True"
     assert resource_version(kube, "Deployment", namespace, "web") == dep_rv
+    assert controller.events.flush(), "Events still queued"  # written in the background
     assert events(kube, namespace, "web", "ApplyFailed")
     assert events(kube, namespace, "web", "DriftResolved") == []
 
@@ -171,6 +172,7 @@ def test_a_failed_sync_keeps_the_last_known_status(
     assert st["source"]["revision"] == f"main@sha1:{sha}"
     assert (st["phase"], st["replicas"], st["availableReplicas"]) == ("Available", 2, 2)
     assert st["drift"] == before
+    assert controller.events.flush(), "Events still queued"
     assert events(kube, namespace, "api", "DriftResolved") == []
 
 

@@ -103,6 +103,7 @@ def _daemon(ui: bool) -> Daemon:
         myapps=SimpleNamespace(synced=threading.Event(), items=list),
         deployments=SimpleNamespace(items=list),
         kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
     )
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, ui=ui)
     return Daemon(cast(Controller, fake), None, options)
