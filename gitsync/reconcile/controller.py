@@ -123,7 +123,8 @@ class Controller:
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.queue.idle():
+            # idle: nothing queued, and no new MyApp's first status held back
+            if self.queue.idle() and not self.reconciler.awaiting_status():
                 return True
             time.sleep(0.05)
         return False
