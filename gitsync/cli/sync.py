@@ -56,5 +56,6 @@ def sync(output: str, **kw: Any) -> None:
             "pruneSkipped": result.prune_skipped,
         }
         common.emit(doc, output)
+    controller.events.close()  # the pass's Events, queued, are written before exiting
     # an untrusted commit is an error of the source, as diff reports it: 2
     sys.exit(2 if result.rejection else 0 if result.ok else 1)

@@ -69,6 +69,9 @@ class Daemon:
         self.metrics = metrics or metricslib.standard()
         self.metrics.set("gitsync_leader", 0)
         self.metrics.read_from("gitsync_api_requests_total", lambda: controller.kube.requests)
+        self.metrics.read_from(
+            "gitsync_events_dropped_total", lambda: {"": controller.events.dropped}
+        )
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()

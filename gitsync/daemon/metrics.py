@@ -58,7 +58,7 @@ class Metrics:
         "long ago" to an alert on a replica that never set it)."""
         self._snapshot(_Snapshot(name, "gauge", help_, None))
 
-    def counted_elsewhere(self, name: str, help_: str, label: str) -> None:
+    def counted_elsewhere(self, name: str, help_: str, label: str | None) -> None:
         """A counter whose values something else keeps (``Kube.requests``): read at each
         scrape from the source :meth:`read_from` names, one series per key, the key as
         ``label``. No sample until then."""
@@ -160,5 +160,10 @@ def standard() -> Metrics:
         "gitsync_notifications_dropped_total",
         "counter",
         "Notifications dropped because a receiver's queue was full.",
+    )
+    m.counted_elsewhere(
+        "gitsync_events_dropped_total",
+        "Kubernetes Events not recorded because the queue of Events to write was full.",
+        None,
     )
     return m

@@ -114,6 +114,8 @@ class Controller:
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        # the workers' last Events, written before the process may end (bounded)
+        self.events.close()
 
     def wait_synced(self, timeout: float = 60.0) -> bool:
         return self.myapps.wait_synced(timeout) and self.deployments.wait_synced(timeout)
@@ -121,7 +123,8 @@ class Controller:
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.queue.idle():
+            # idle: nothing queued, and no new MyApp's first status held back
+            if self.queue.idle() and not self.reconciler.awaiting_status():
                 return True
             time.sleep(0.05)
         return False

@@ -17,6 +17,7 @@ tests drive it with fakes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -35,6 +36,10 @@ from gitsync.reconcile.keylock import KeyLocks
 log = logging.getLogger(__name__)
 
 DEFAULT_SETTINGS: Final = Settings()
+#: how long the first status of a MyApp whose Deployment was just created waits for
+#: the deployment controller's first word on it, so that one write says both (the
+#: revision and a phase from the Deployment's own status) instead of two
+FIRST_STATUS_WAIT: Final = 2.0
 
 
 class ObjectWriter(Writer, StatusWriter, Protocol):
@@ -109,6 +114,10 @@ class Reconciler:
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks = KeyLocks()
         self._last_error: dict[str, str] = {}
+        #: new MyApps a sync pass handed to the workers with the Deployment it just
+        #: created, and no status yet: since when (see :meth:`_first_status_wait`)
+        self._awaiting_status: dict[str, float] = {}
+        self.clock: Callable[[], float] = time.monotonic
         self.reconciles = 0
 
     def reconcile(self, key: str) -> Result:
@@ -167,6 +176,11 @@ class Reconciler:
         # lets it go once no thread holds or waits for it)
         self._signatures.pop(key, None)
         self._last_error.pop(key, None)
+        self._awaiting_status.pop(key, None)
+
+    def awaiting_status(self) -> bool:
+        """Some new MyApp's first status is held back (see :data:`FIRST_STATUS_WAIT`)."""
+        return bool(self._awaiting_status)
 
     def _reconcile(
         self,
@@ -196,12 +210,39 @@ class Reconciler:
             self._report_error(key, myapp, error)
             if isinstance(e, GitsyncError) and e.temporary:
                 raise
+        if (
+            not strict
+            and failure is None
+            and (wait := self._first_status_wait(key, myapp, outcome))
+        ):
+            return Result(requeue_after=wait, outcome=outcome)
         self._status(key, myapp, items, outcome, sync, error, strict)
         if failure is not None:
             if strict:
                 raise failure
             return Result(terminal=True, error=error)
         return Result(outcome=outcome)
+
+    def _first_status_wait(self, key: str, myapp: Obj, outcome: Outcome | None) -> float:
+        """Seconds to hold back the first status of a new MyApp whose Deployment a sync
+        pass has just created, until the deployment controller has said something of it (0:
+        write now). A write now would say "Progressing" with no replica figures, and the
+        Deployment's first status, moments later, would need another; status still shows
+        the revision and a phase within :data:`FIRST_STATUS_WAIT` of the creation."""
+        since = self._awaiting_status.get(key)
+        if since is None:
+            return 0.0
+        deployment = outcome.live if outcome is not None else None
+        left = since + FIRST_STATUS_WAIT - self.clock()
+        if (
+            left > 0
+            and not myapp.get("status")
+            and deployment is not None
+            and not (deployment.get("status") or {}).get("observedGeneration")
+        ):
+            return left
+        self._awaiting_status.pop(key, None)
+        return 0.0
 
     def _status(
         self,
@@ -233,7 +274,10 @@ class Reconciler:
             # a Deployment created by a sync pass while the workers run: its status
             # moves through Pending and Progressing within seconds, and each step
             # comes back as a watch event; the worker that takes it writes the status
-            # (with this pass's source), so the pass does not write a Pending first
+            # (with this pass's source), so the pass does not write a Pending first;
+            # the worker holds a first status back until the Deployment has one
+            if not myapp.get("status"):
+                self._awaiting_status[key] = self.clock()
             self.handoff(key)
         else:
             self._write_status(myapp, deployment, entries, sync, error)
@@ -330,6 +374,7 @@ class Reconciler:
         recorded drift and ``announce=False``: nothing was found resolved."""
         meta = myapp["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
+        self._awaiting_status.pop(key, None)
         new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
         if announce:
             self._announce_drift(myapp, key, entries)

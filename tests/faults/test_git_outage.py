@@ -90,8 +90,14 @@ def test_git_server_down_for_three_intervals(
             state = status_map(pkube, pns)
             assert state["result"] == "Failed", state
             assert str(git.port) in state["lastError"] or "git" in state["lastError"].lower()
-            events = pkube.list(resource_path("v1", "events", pns))["items"]
-            assert any(e["reason"] == "SyncFailed" for e in events)
+            # Events are written in the background: waited for
+            wait_until(
+                lambda: any(
+                    e["reason"] == "SyncFailed"
+                    for e in pkube.list(resource_path("v1", "events", pns))["items"]
+                ),
+                what="the SyncFailed Event",
+            )
             assert deletions.deleted == [], "nothing may be pruned while git is down"
 
             failures = daemon.metric("gitsync_sync_total", result="failure")

@@ -41,6 +41,7 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from gitsync.errors import APIClientError, APIForbiddenError, APINotFoundError
 from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.event_correlator import SIMILAR_MAX
 from tests.support import app_yaml, get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -494,7 +495,7 @@ def test_daemon_runs_with_exactly_deploys_rbac(
             return {e["reason"] for e in events(kube, ns)}
 
         wait_until(lambda: {"Created", "Drifted"} <= reasons(namespace), what="MyApp Events")
-        assert "SyncSucceeded" in reasons(install.namespace)
+        wait_until(lambda: "SyncSucceeded" in reasons(install.namespace), what="SyncSucceeded")
         code, metrics = daemon.get("/metrics")
         assert code == 200 and sample(metrics, "gitsync_leader") == 1.0
         assert 'gitsync_sync_total{result="success"}' in metrics
@@ -539,6 +540,13 @@ class Scenario:
     def new_app(self) -> None:
         self.step += 1
         self.write(f"new{self.step}")
+
+    def new_apps(self) -> None:
+        """More new MyApps than are recorded one Event each: the rest are counted on an
+        aggregate Event, a PATCH."""
+        self.step += 1
+        for i in range(SIMILAR_MAX + 2):
+            self.write(f"new{self.step}-{i}")
 
     def new_app_alone(self) -> None:
         """A new MyApp while every other one has its Deployment: the one Deployment to
@@ -648,6 +656,7 @@ CASES: dict[tuple[str, str, str], Case] = {
     ("apps", "deployments", "create"): Case("sync", Scenario.new_app),
     ("apps", "deployments", "patch"): Case("sync", Scenario.change_image),
     ("", "events", "create"): Case("sync", Scenario.new_app),
+    ("", "events", "patch"): Case("sync", Scenario.new_apps),
     # the namespace of a MyApp about to be created is looked up
     ("", "namespaces", "get"): Case("sync", Scenario.new_app),
     ("coordination.k8s.io", "leases", "create"): Case("run", Scenario.delete_lease),

@@ -82,6 +82,7 @@ def test_correct_policy_takes_replicas_back_from_kubectl(
     wait_until(restored, what="replicas restored and owned by gitsync again")
     wait_until(lambda: available(kube, namespace, "api", 2), timeout=60, what="Available")
     assert drift_of(kube, namespace, "api") == []
+    assert controller.events.flush(), "Events still queued"  # written in the background
     events = kube.list(resource_path("v1", "events", namespace))["items"]
     assert any(
         e["reason"] == "DriftCorrected"

@@ -11,6 +11,7 @@ from gitsync.engine import managedfields
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.render import render
 from gitsync.reconcile.controller import Controller
+from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT
 from tests.gitserver import Upstream
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
@@ -137,6 +138,7 @@ def test_a_rejected_deployment_keeps_the_last_known_status(
     assert st["drift"] == before
     assert condition(app, "Drifted")["status"] == "True"
     assert resource_version(kube, "Deployment", namespace, "web") == dep_rv
+    assert controller.events.flush(), "Events still queued"  # written in the background
     assert events(kube, namespace, "web", "ApplyFailed")
     assert events(kube, namespace, "web", "DriftResolved") == []
 
@@ -171,6 +173,7 @@ def test_a_failed_sync_keeps_the_last_known_status(
     assert st["source"]["revision"] == f"main@sha1:{sha}"
     assert (st["phase"], st["replicas"], st["availableReplicas"]) == ("Available", 2, 2)
     assert st["drift"] == before
+    assert controller.events.flush(), "Events still queued"
     assert events(kube, namespace, "api", "DriftResolved") == []
 
 
@@ -257,3 +260,30 @@ def test_a_field_another_controller_owns_under_an_escaped_key_is_a_conflict(
     assert dep["spec"]["template"]["spec"]["containers"][0]["env"] == [
         {"name": name, "value": "theirs"}
     ]
+
+
+def test_a_new_myapps_first_status_comes_soon_after_the_pass_with_revision_and_phase(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    """The first status of a MyApp new in a pass is held back until the Deployment has a
+    status of its own, at most FIRST_STATUS_WAIT: a user still sees the revision and a
+    phase within seconds (the bound leaves room for a loaded machine's watch latency)."""
+    names = ("one", "two", "three")
+    sha = upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+
+    def shown() -> list[Doc] | None:
+        apps = [get(kube, "MyApp", namespace, n) or {} for n in names]
+        sts = [a.get("status") or {} for a in apps]
+        if all((st.get("source") or {}).get("revision") and st.get("phase") for st in sts):
+            return sts
+        return None
+
+    sts = wait_until(shown, timeout=FIRST_STATUS_WAIT + 20, what="revision and phase in status")
+    assert {st["source"]["revision"] for st in sts} == {f"main@sha1:{sha}"}
+    assert {st["phase"] for st in sts} <= {"Progressing", "Available"}
+    # idle means no first status still held back
+    assert controller.wait_idle(30)
+    for n in names:
+        assert (get(kube, "MyApp", namespace, n) or {}).get("status"), n

@@ -187,6 +187,7 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     assert exists(kube, "MyApp", namespace, "y")
     state = state_of(s)
     assert state["result"] == "Failed" and state["lastError"]
+    assert controller.events.flush(), "Events still queued"  # written in the background
     events = kube.list(resource_path("v1", "events", namespace))["items"]
     assert any(e["reason"] == "SyncFailed" for e in events)
     # the remote is back
@@ -332,6 +333,7 @@ def test_credentials_never_leak(
     secrets = (http_git.token, wrong.read_text())
     texts = [caplog.text, *result.errors, repr(result), metrics]
     texts.append(str(state_of(bad)))
+    assert controller.events.flush(), "Events still queued"
     texts.append(str(kube.list(resource_path("v1", "events", namespace))))
     texts.append(str(get(kube, "MyApp", namespace, "sec")))
     for config in cache_dir.rglob("config"):

@@ -88,6 +88,7 @@ def test_an_untrusted_commit_is_not_applied_nothing_pruned_and_the_reason_is_rec
     assert (state["rejected"], state["verification"]) == (bad, reason)
     assert reason in state["lastError"]
     assert "nothing is pruned" in state["pruneSkipped"]
+    assert controller.events.flush(), "Events still queued"  # written in the background
     assert events(kube, namespace, "VerificationFailed") == [reason]
 
     # signed, but by a key that is not trusted: a new reason, named with the key

@@ -79,6 +79,9 @@ class ScriptedReconciler:
         self.results = list(results)
         self.keys: list[str] = []
 
+    def awaiting_status(self) -> bool:
+        return False
+
     def reconcile(self, key: str) -> Result:
         self.keys.append(key)
         nxt = self.results.pop(0)

@@ -66,7 +66,9 @@ def push(n: int) -> bytes:
 def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     options: dict[str, Any] = getattr(request, "param", {})
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()), kube=SimpleNamespace(requests={})
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
     )
     daemon = Daemon(
         cast(Controller, fake),

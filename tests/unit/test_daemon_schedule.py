@@ -64,6 +64,7 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
         wait_synced=lambda _timeout: True,
     )
     syncer = GatedSyncer()

@@ -14,7 +14,7 @@ from gitsync.errors import (
 from gitsync.kube.client import path_of
 from gitsync.model.api import Obj
 from gitsync.model.myapp_status import SyncInfo
-from gitsync.reconcile.reconciler import Reconciler, Result
+from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT, Reconciler, Result
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 
 KEY = "shop/web"
@@ -169,3 +169,78 @@ def test_apply_from_git_creates_the_myapp_and_its_deployment(world: World) -> No
     assert DEPLOYMENT in world.cluster.store
     assert world.condition("Synced")["status"] == "True"
     assert world.r.apply_from_git(KEY, myapp(), sync) == "unchanged"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def handed_off(world: World) -> tuple[list[str], Clock, SyncInfo]:
+    """A sync pass, workers running, creates the MyApp and its Deployment."""
+    handed: list[str] = []
+    clock = Clock()
+    world.r.handoff = handed.append
+    world.r.clock = clock
+    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
+    assert world.r.apply_from_git(KEY, myapp(), sync) == "created"
+    assert handed == [KEY]
+    return handed, clock, sync
+
+
+def status_writes(world: World) -> int:
+    return [verb for verb, _ in world.cluster.writes].count("status")
+
+
+def test_a_new_myapps_first_status_waits_for_its_deployments_first_status(
+    world: World,
+) -> None:
+    _, clock, _ = handed_off(world)
+    assert status_writes(world) == 0
+    # the worker that takes it: the Deployment has no status yet, so nothing is written
+    held = world.r.reconcile(KEY)
+    assert held.requeue_after == FIRST_STATUS_WAIT
+    assert status_writes(world) == 0 and world.r.awaiting_status()
+    clock.now += 0.5
+    assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT - 0.5
+    # the deployment controller's first word on it: one write says it all
+    dep = world.cluster.store[DEPLOYMENT]
+    dep["status"] = {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2}
+    world.deployments.observe(dep)
+    done = world.r.reconcile(KEY)
+    assert done.requeue_after is None and not done.error
+    assert status_writes(world) == 1 and not world.r.awaiting_status()
+    st = world.status()
+    assert st["source"]["revision"] == "main@sha1:abc"
+    assert (st["phase"], st["replicas"]) == ("Progressing", 2)
+
+
+def test_a_new_myapps_first_status_waits_no_longer_than_the_bound(world: World) -> None:
+    _, clock, _ = handed_off(world)
+    assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT
+    # the deployment controller is slow: at the bound, status says what is known
+    clock.now += FIRST_STATUS_WAIT
+    done = world.r.reconcile(KEY)
+    assert done.requeue_after is None and not done.error
+    assert status_writes(world) == 1 and not world.r.awaiting_status()
+    st = world.status()
+    assert (st["source"]["revision"], st["phase"]) == ("main@sha1:abc", "Progressing")
+
+
+def test_a_myapp_with_a_status_is_not_held_back(world: World) -> None:
+    world.add(myapp())
+    world.r.reconcile(KEY)  # the operator alone: Deployment and status at once
+    assert status_writes(world) == 1
+    world.cluster.store.pop(DEPLOYMENT)  # deleted by hand, re-created by the next pass
+    world.deployments.objects.clear()
+    world.myapps.observe(world.cluster.store[path_of("MyApp", "shop", "web")])
+    handed: list[str] = []
+    world.r.handoff = handed.append
+    sync = SyncInfo(revision="main@sha1:def", path="apps/web.yaml", time="t")
+    world.r.apply_from_git(KEY, myapp(), sync)
+    assert handed == [KEY] and not world.r.awaiting_status()
+    assert world.r.reconcile(KEY).requeue_after is None
+    assert world.status()["source"]["revision"] == "main@sha1:def"
