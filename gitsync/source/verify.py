@@ -35,15 +35,6 @@ Reason = Literal[
     "revoked-key",
     "unverifiable",
 ]
-REASONS: tuple[Reason, ...] = (
-    "unsigned",
-    "bad-signature",
-    "untrusted-key",
-    "expired-key",
-    "expired-signature",
-    "revoked-key",
-    "unverifiable",
-)
 
 _BEGIN: dict[str, Format] = {
     "-----BEGIN PGP SIGNATURE-----": "openpgp",

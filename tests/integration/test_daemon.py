@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import threading
@@ -39,6 +40,20 @@ class Running:
             return int(e.code), e.read().decode()
 
 
+@contextlib.contextmanager
+def running_daemon(daemon: Daemon, port: int) -> Iterator[Running]:
+    """``daemon`` run on a thread until the block ends, ready (``/readyz``) before it
+    starts; it must then shut down within 30 s."""
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    running = Running(daemon, port)
+    wait_until(lambda: running.http("GET", "/readyz")[0] == 200, timeout=60, what="readiness")
+    yield running
+    daemon.stop()
+    thread.join(30)
+    assert not thread.is_alive(), "the daemon did not shut down"
+
+
 def start_daemon(
     kube: Kube, namespace: str, upstream: Upstream, cache: Path, interval: float
 ) -> Iterator[Running]:
@@ -53,15 +68,8 @@ def start_daemon(
         lease_namespace=namespace,
         webhook_secret=SECRET,
     )
-    daemon = Daemon(controller, s, options)
-    thread = threading.Thread(target=daemon.run, daemon=True)
-    thread.start()
-    running = Running(daemon, port)
-    wait_until(lambda: running.http("GET", "/readyz")[0] == 200, timeout=60, what="readiness")
-    yield running
-    daemon.stop()
-    thread.join(30)
-    assert not thread.is_alive(), "the daemon did not shut down"
+    with running_daemon(Daemon(controller, s, options), port) as running:
+        yield running
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source.checkout import GitSource
 from gitsync.source.keyring import TrustedKeys, Verifier
 from tests.gitserver import Upstream, free_port
-from tests.integration.test_daemon import Running
+from tests.integration.test_daemon import Running, running_daemon
 from tests.integration.test_sync import state_of, syncer
 from tests.signing import Signer, commit, keys_dir
 from tests.support import app_yaml, get, wait_until
@@ -133,15 +132,8 @@ def verifying_daemon(
     s = verifying_syncer(controller, git_daemon, cache_dir, namespace, keys)
     port = free_port()
     options = DaemonOptions(listen=f"127.0.0.1:{port}", interval=1, jitter=0, leader_elect=False)
-    daemon = Daemon(controller, s, options)
-    thread = threading.Thread(target=daemon.run, daemon=True)
-    thread.start()
-    running = Running(daemon, port)
-    wait_until(lambda: running.http("GET", "/readyz")[0] == 200, timeout=60, what="readiness")
-    yield running
-    daemon.stop()
-    thread.join(30)
-    assert not thread.is_alive(), "the daemon did not shut down"
+    with running_daemon(Daemon(controller, s, options), port) as running:
+        yield running
 
 
 def test_the_daemon_refuses_an_ssh_signed_commit_by_another_key_and_recovers(
