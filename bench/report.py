@@ -68,6 +68,48 @@ def facts(kube: Kube) -> Results:
     }
 
 
+#: what each part of a run puts in the results, besides ``n``, ``facts`` and ``smoke``
+PART_KEYS = {"scale": ("scale",), "versus": ("versus",)}
+
+
+def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
+    """``out`` with the parts it did not measure taken from ``previous`` (the last
+    results), so a run of some parts keeps the others in ``latest.*``. Each carried
+    part is named in ``carried`` with the facts of the run that measured it; nothing
+    is carried from a smoke run or into one."""
+    if out.get("smoke") or previous.get("smoke"):
+        return out
+    merged, carried = dict(out), dict(previous.get("carried") or {})
+    before = previous.get("facts") or {}
+    for part in ("core", "scale", "versus"):
+        if part in parts:
+            carried.pop(part, None)
+            continue
+        if part == "core":
+            keys = [k for k in previous if k not in {"n", "facts", "smoke", "carried"}]
+            keys = [k for k in keys if k not in {k for ks in PART_KEYS.values() for k in ks}]
+        else:
+            keys = [k for k in PART_KEYS[part] if k in previous]
+        if not keys:
+            continue
+        for k in keys:
+            merged[k] = previous[k]
+        if part == "core":
+            merged["n"] = previous.get("n", merged.get("n"))
+        carried.setdefault(part, before)
+    if carried:
+        merged["carried"] = carried
+    return merged
+
+
+def _measured(out: Results, part: str) -> list[str]:
+    f = (out.get("carried") or {}).get(part)
+    if not f:
+        return []
+    load = _get(f, "machine", "load_average")
+    return [f"(Measured in an earlier run, {f.get('date', 'undated')}, load {load}.)", ""]
+
+
 def kube_bin() -> str:
     from testenv import cluster
 
@@ -156,11 +198,13 @@ def markdown(out: Results) -> str:
             f"--server-side {out['kubectl_apply_server_side_s']} s "
             f"(ratio {out['cold_sync_vs_kubectl_apply']}, target ≤ 0.5).",
             "",
+            *_measured(out, "core"),
         ]
     if out.get("scale"):
         lines += ["Scale curve (gitsync vs kubectl):", "", *scale_table(out["scale"]), ""]
+        lines += _measured(out, "scale")
     if out.get("versus"):
-        lines += [*versus_table(out["versus"]), ""]
+        lines += [*versus_table(out["versus"]), "", *_measured(out, "versus")]
     return "\n".join(lines)
 
 
@@ -227,6 +271,8 @@ def plot(out: Results, path: Path) -> Path | None:
     ):
         ax.set_xscale("log")
         ax.set_yscale(yscale)
+        if yscale == "symlog":
+            ax.set_ylim(bottom=0)  # counts: no negative ticks below the zero line
         ax.set_xlabel("MyApps (N)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)

@@ -13,6 +13,9 @@ Three parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus``):
   GITSYNC_BENCH_INTERVAL seconds for both (default 60).
 
 Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
+The parts a run leaves out are carried over from bench/results/latest.json (unless
+either is a smoke run), each labelled with the date and load of the run that
+measured it.
 Absolute times on a small shared machine are noisy; the ratios measured in one
 run are what to compare.
 """
@@ -487,6 +490,9 @@ def main() -> int:
             out["versus"] = versus.versus(kube, tmp, settings)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    latest = ROOT / "bench" / "results" / "latest.json"
+    if latest.exists():
+        out = report.carry_over(out, json.loads(latest.read_text()), parts)
     written = report.write(out, ROOT / "bench" / "results")
     print(report.markdown(out))
     print("bench: results in " + ", ".join(str(p.relative_to(ROOT)) for p in written))

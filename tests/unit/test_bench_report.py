@@ -72,3 +72,38 @@ def test_scale_table_gives_the_cost_per_object() -> None:
 def test_a_smoke_run_is_labelled_as_such() -> None:
     assert "Smoke run" in report.markdown({"n": 5, "smoke": True})
     assert "Smoke run" not in report.markdown({"n": 1000})
+
+
+def _facts(date: str) -> dict[str, Any]:
+    machine = {"cpus": 2, "cpu": "x", "memory_gib": 1, "load_average": [0.5, 0.5, 0.5]}
+    return {"date": date, "machine": machine, "versions": {}}
+
+
+def test_parts_a_run_left_out_are_carried_over_with_their_own_facts() -> None:
+    previous = {"n": 1000, "facts": _facts("d1"), "versus": {"n": 1000}, "scale": {"5": {}}}
+    core = {
+        "sync": {"cold_s": 9},
+        "kubectl_apply_server_side_s": 30,
+        "cold_sync_vs_kubectl_apply": 0.3,
+    }
+    out = {"n": 1000, "facts": _facts("d2"), **core, "scale": {"100": {}}}
+    merged = report.carry_over(out, previous, {"core", "scale"})
+    assert merged["versus"] == {"n": 1000}  # not measured now: the earlier figures
+    assert merged["scale"] == {"100": {}}  # measured now: this run's, nothing mixed in
+    assert merged["sync"] == {"cold_s": 9} and merged["facts"]["date"] == "d2"
+    assert merged["carried"] == {"versus": previous["facts"]}
+    table = report.markdown(report.carry_over({**out, "scale": None}, previous, {"core", "versus"}))
+    assert "| 5 |" in table and "earlier run, d1" in table  # the scale curve, labelled
+    assert "earlier run" not in report.markdown({**merged, "versus": None})
+    # a later run of the versus part alone keeps core and scale, and forgets the label
+    again = report.carry_over({"n": 1000, "facts": _facts("d3"), "versus": {}}, merged, {"versus"})
+    assert again["sync"] == {"cold_s": 9} and again["scale"] == {"100": {}}
+    assert set(again["carried"]) == {"core", "scale"}
+    assert again["carried"]["core"]["date"] == "d2"
+
+
+def test_nothing_is_carried_from_or_into_a_smoke_run() -> None:
+    smoke = {"n": 5, "smoke": True, "versus": {"n": 5}}
+    real = {"n": 1000, "facts": _facts("d1"), "sync": {"cold_s": 9}}
+    assert "versus" not in report.carry_over(real, smoke, {"core"})
+    assert "sync" not in report.carry_over(smoke, real, {"versus"})
