@@ -14,6 +14,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gitsync.kube.client import Kube, resource_path
 from gitsync.model.quantity import parse_quantity
@@ -170,6 +171,27 @@ def percentiles(values: list[float]) -> dict[str, float]:
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_plane_cpu() -> dict[str, float]:
+    """CPU seconds so far of each control-plane component (kube-apiserver, etcd,
+    kube-controller-manager, kube-scheduler, kwok)."""
+    return {name: proc_cpu_seconds(pid) for name, pid in cluster.processes().items()}
+
+
+def cpu_delta(before: dict[str, float], wall_s: float) -> dict[str, Any]:
+    """The control plane's CPU since ``before``, by component, and how many of the
+    machine's cores it kept busy over ``wall_s`` seconds."""
+    now = control_plane_cpu()
+    by = {k: round(now[k] - v, 2) for k, v in before.items() if k in now}
+    total = round(sum(by.values()), 2)
+    return {"by_component": by, "total": total, "cores_busy": round(total / wall_s, 2)}
 
 
 def rss_mib(pid: int) -> float:

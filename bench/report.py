@@ -102,6 +102,23 @@ def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
     return merged
 
 
+def _busy(out: Results) -> list[str]:
+    """How busy each tool kept the control plane (kube-apiserver, etcd, controllers,
+    kwok) while it ran: the share of the machine the server had left to give."""
+    them, us = (
+        out.get("kubectl_apply_control_plane_cpu"),
+        _get(out, "sync", "cold_control_plane_cpu"),
+    )
+    if not them or not us:
+        return []
+    cores = _get(out, "facts", "machine", "cpus") or "?"
+    return [
+        f"Control plane CPU while each ran: kubectl {them['total']} s "
+        f"({them['cores_busy']} of {cores} cores busy), gitsync {us['total']} s "
+        f"({us['cores_busy']} of {cores} cores busy)."
+    ]
+
+
 def _measured(out: Results, part: str) -> list[str]:
     f = (out.get("carried") or {}).get(part)
     if not f:
@@ -197,6 +214,7 @@ def markdown(out: Results) -> str:
             f"Core, N={out['n']}: cold sync {out['sync']['cold_s']} s vs kubectl apply "
             f"--server-side {out['kubectl_apply_server_side_s']} s "
             f"(ratio {out['cold_sync_vs_kubectl_apply']}, target ≤ 0.5).",
+            *_busy(out),
             "",
             *_measured(out, "core"),
         ]

@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import flux as fluxlib
-from bench.common import GITSYNC, app_yaml, namespace, rss_mib, server_requests, sh, wait
+from bench.common import (
+    GITSYNC,
+    app_yaml,
+    namespace,
+    proc_cpu_seconds,
+    rss_mib,
+    server_requests,
+    sh,
+    wait,
+)
 from bench.gitserver import GitHttpServer
 from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, path_of, resource_path
@@ -98,12 +107,6 @@ def make_repo(root: Path, server: GitHttpServer, name: str, ns: str, n: int) -> 
 
 
 # --- the processes under test ---------------------------------------------------------
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
 def _gitsync_requests(port: int) -> Counter[str]:
@@ -379,13 +382,13 @@ def _steady(kube: Kube, running: Running, s: Settings, out: Results) -> None:
     # settle first: the first interval after a cold sync still carries its tail
     time.sleep(min(s.interval, 10.0))
     pids = running.main_pids + ([running.operator_pid] if running.operator_pid else [])
-    cpu0 = {p: _cpu_seconds(p) for p in pids}
+    cpu0 = {p: proc_cpu_seconds(p) for p in pids}
     server0, client0 = server_requests(kube, RESOURCES), running.requests()
     time.sleep(s.interval * s.steady_intervals)
     client = running.requests() - client0
     server = server_requests(kube, RESOURCES) - server0
     k = s.steady_intervals
-    tool_cpu = sum(_cpu_seconds(p) - cpu0[p] for p in running.main_pids)
+    tool_cpu = sum(proc_cpu_seconds(p) - cpu0[p] for p in running.main_pids)
     out["steady"] = {
         "client_requests_per_interval": {v: round(n / k, 1) for v, n in sorted(client.items())},
         "client_requests_per_interval_total": round(sum(client.values()) / k, 1),
@@ -395,7 +398,9 @@ def _steady(kube: Kube, running: Running, s: Settings, out: Results) -> None:
     }
     if running.operator_pid:
         op = running.operator_pid
-        out["steady"]["operator_cpu_s_per_interval"] = round((_cpu_seconds(op) - cpu0[op]) / k, 3)
+        out["steady"]["operator_cpu_s_per_interval"] = round(
+            (proc_cpu_seconds(op) - cpu0[op]) / k, 3
+        )
         out["steady"]["operator_rss_mib"] = round(rss_mib(op), 1)
 
 

@@ -88,6 +88,11 @@ def _save_state(state: dict[str, Any]) -> None:
     _state_file().write_text(json.dumps(state, indent=2))
 
 
+def processes() -> dict[str, int]:
+    """The running components of the control plane: name → pid (empty when down)."""
+    return {p["name"]: p["pid"] for p in _load_state().get("procs", []) if _alive(p["pid"])}
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -107,3 +107,18 @@ def test_nothing_is_carried_from_or_into_a_smoke_run() -> None:
     real = {"n": 1000, "facts": _facts("d1"), "sync": {"cold_s": 9}}
     assert "versus" not in report.carry_over(real, smoke, {"core"})
     assert "sync" not in report.carry_over(smoke, real, {"versus"})
+
+
+def test_the_table_says_how_busy_each_tool_kept_the_control_plane() -> None:
+    busy = {"total": 40.0, "cores_busy": 1.8, "by_component": {"kube-apiserver": 30.0}}
+    idle = {"total": 30.0, "cores_busy": 0.5, "by_component": {"kube-apiserver": 20.0}}
+    out = {
+        "n": 1000,
+        "facts": _facts("d1"),
+        "sync": {"cold_s": 22.0, "cold_control_plane_cpu": busy},
+        "kubectl_apply_server_side_s": 60.0,
+        "kubectl_apply_control_plane_cpu": idle,
+        "cold_sync_vs_kubectl_apply": 0.37,
+    }
+    table = report.markdown(out)
+    assert "kubectl 30.0 s (0.5 of 2 cores busy), gitsync 40.0 s (1.8 of 2 cores busy)" in table
