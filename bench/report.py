@@ -200,6 +200,13 @@ def markdown(out: Results) -> str:
     lines = [f"# gitsync benchmark, {_get(out, 'facts', 'date') or 'undated'}", ""]
     if out.get("smoke"):
         lines += ["**Smoke run** (tiny N, checks the harness; not a measurement).", ""]
+    if out.get("profiled"):
+        lines += [
+            "**Profiled run** (py-spy sampled every thread of each cold sync, taking CPU "
+            "from the control plane it shares the cores with): times are slower than "
+            "unprofiled ones; for where time goes, not for figures.",
+            "",
+        ]
     f = out.get("facts") or {}
     if f:
         m, v = f["machine"], f["versions"]
@@ -295,21 +302,24 @@ def plot(out: Results, path: Path) -> Path | None:
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def write(out: Results, results: Path, stem: str | None = None) -> list[Path]:
+def write(
+    out: Results, results: Path, stem: str | None = None, *, latest: bool = True
+) -> list[Path]:
     """``<date>.json``, ``.md`` and ``.png`` under ``results``, and the same as
-    ``latest.*`` (what the README shows)."""
+    ``latest.*`` (what the README shows) unless ``latest`` is false."""
     results.mkdir(parents=True, exist_ok=True)
     stem = stem or dt.date.today().isoformat()
     text, table = json.dumps(out, indent=2), markdown(out) + "\n"
     paths: list[Path] = []
-    for name in dict.fromkeys((stem, "latest")):
+    for name in dict.fromkeys((stem, *(["latest"] if latest else []))):
         (results / f"{name}.json").write_text(text)
         (results / f"{name}.md").write_text(table)
         png = plot(out, results / f"{name}.png")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bench import report, versus
@@ -122,3 +123,11 @@ def test_the_table_says_how_busy_each_tool_kept_the_control_plane() -> None:
     }
     table = report.markdown(out)
     assert "kubectl 30.0 s (0.5 of 2 cores busy), gitsync 40.0 s (1.8 of 2 cores busy)" in table
+
+
+def test_a_profiled_run_is_labelled_and_never_becomes_latest(tmp_path: Path) -> None:
+    out = {"n": 1000, "profiled": True}
+    written = report.write(out, tmp_path, "profiled-d1", latest=False)
+    assert {p.name for p in written} >= {"profiled-d1.json", "profiled-d1.md"}
+    assert not list(tmp_path.glob("latest.*"))
+    assert "Profiled run" in (tmp_path / "profiled-d1.md").read_text()
