@@ -2,7 +2,9 @@
 
 Only called for objects that are known to differ (the fast path in ``drift`` filters
 the rest): a deepdiff call costs milliseconds per object, too much for every object
-every cycle.
+every cycle. deepdiff is imported on the first such call, not with this module: its
+import takes a fifth of a second, which a ``gitsync diff`` or ``sync`` that finds
+nothing changed, and every daemon start, would otherwise pay for nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import yaml
-from deepdiff import DeepDiff
-from deepdiff.helper import CannotCompare, notpresent
 
 from gitsync.engine.drift import canonicalise, comparable, project
 from gitsync.engine.managedfields import human_path, item_key, key_element
@@ -53,6 +53,8 @@ def changes(live: Obj | None, desired: Obj) -> list[Change]:
     Compares canonical forms of the fields gitsync sets, so a server default or an
     equal quantity is no change. Sorted by path.
     """
+    from deepdiff import DeepDiff  # imported here: see the docstring
+
     want = canonicalise(comparable(desired))
     have = {} if live is None else canonicalise(project(live, want))
     tree = DeepDiff(
@@ -87,6 +89,8 @@ def _same_item(x: Any, y: Any, level: Any = None) -> bool:
     """Match the items of a keyed list by their key (``managedfields.LIST_KEYS``: the
     table the API server's field ownership uses too), not by index. ``level`` is the
     list's; its field name says which key."""
+    from deepdiff.helper import CannotCompare  # imported by changes() already
+
     up = getattr(level, "up", None)
     rel = None if up is None else (up.t2_child_rel or up.t1_child_rel)
     field = "" if rel is None else str(rel.param)
@@ -102,6 +106,8 @@ def _level_path(level: Any) -> str:
     Walks the level chain from the root rather than using ``level.path()``: with an
     ``iterable_compare_func`` its indices can name the wrong side's position.
     """
+    from deepdiff.helper import notpresent  # imported by changes() already
+
     out: list[str] = []
     field = ""
     node = level.all_up
