@@ -68,8 +68,10 @@ def facts(kube: Kube) -> Results:
     }
 
 
-#: what each part of a run puts in the results, besides ``n``, ``facts`` and ``smoke``
-PART_KEYS = {"scale": ("scale",), "versus": ("versus",)}
+#: keys of the results that belong to no part
+_RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
+#: the parts whose results sit under a key of their own name; core's are the rest
+_KEYED_PARTS = ("scale", "versus")
 
 
 def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
@@ -80,23 +82,20 @@ def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
     if out.get("smoke") or previous.get("smoke"):
         return out
     merged, carried = dict(out), dict(previous.get("carried") or {})
-    before = previous.get("facts") or {}
-    for part in ("core", "scale", "versus"):
+    for part in ("core", *_KEYED_PARTS):
         if part in parts:
             carried.pop(part, None)
             continue
         if part == "core":
-            keys = [k for k in previous if k not in {"n", "facts", "smoke", "carried"}]
-            keys = [k for k in keys if k not in {k for ks in PART_KEYS.values() for k in ks}]
+            keys = [k for k in previous if k not in _RUN_KEYS and k not in _KEYED_PARTS]
         else:
-            keys = [k for k in PART_KEYS[part] if k in previous]
+            keys = [part] if part in previous else []
         if not keys:
             continue
-        for k in keys:
-            merged[k] = previous[k]
+        merged.update({k: previous[k] for k in keys})
         if part == "core":
             merged["n"] = previous.get("n", merged.get("n"))
-        carried.setdefault(part, before)
+        carried.setdefault(part, previous.get("facts") or {})
     if carried:
         merged["carried"] = carried
     return merged
