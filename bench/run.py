@@ -70,6 +70,8 @@ from testenv import cluster
 
 N = int(os.environ.get("GITSYNC_BENCH_N", "1000"))
 EDITS = int(os.environ.get("GITSYNC_BENCH_EDITS", "100"))
+#: where results, profiles and the partial results of a run go
+RESULTS = ROOT / "bench" / "results"
 Results = dict[str, Any]
 T = TypeVar("T")
 
@@ -185,7 +187,7 @@ def profiled(fn: Callable[[], T], name: str) -> T:
     (the run's figures go to profiled-<date>.*, not latest.*)."""
     if not os.environ.get("GITSYNC_BENCH_PROFILE"):
         return fn()
-    path = ROOT / "bench" / "results" / f"profile-{name}.txt"
+    path = RESULTS / f"profile-{name}.txt"
     path.parent.mkdir(exist_ok=True)
     try:
         return profile.profiled(fn, path)
@@ -456,7 +458,7 @@ def _sizes(name: str, default: str) -> list[int]:
 
 def _partial(out: Results) -> None:
     """What is measured so far, so a part that fails late loses nothing before it."""
-    path = ROOT / "bench" / "results" / "partial.json"
+    path = RESULTS / "partial.json"
     path.write_text(json.dumps(out, indent=2, default=str) + "\n")
     print(f"bench: so far in {path.relative_to(ROOT)}", flush=True)
 
@@ -501,16 +503,15 @@ def main() -> int:
             out["versus"] = versus.versus(kube, tmp, settings)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    results = ROOT / "bench" / "results"
     if out.get("profiled"):
         # figures slowed by the profiler: kept beside the profiles, never as latest.*
         written = report.write(
-            out, results, f"profiled-{dt.date.today().isoformat()}", latest=False
+            out, RESULTS, f"profiled-{dt.date.today().isoformat()}", latest=False
         )
     else:
-        if (results / "latest.json").exists():
-            out = report.carry_over(out, json.loads((results / "latest.json").read_text()), parts)
-        written = report.write(out, results)
+        if (RESULTS / "latest.json").exists():
+            out = report.carry_over(out, json.loads((RESULTS / "latest.json").read_text()), parts)
+        written = report.write(out, RESULTS)
     print(report.markdown(out))
     print("bench: results in " + ", ".join(str(p.relative_to(ROOT)) for p in written))
     return 0
