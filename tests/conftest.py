@@ -9,13 +9,13 @@ per test.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gitsync.kube.client import Kube, resource_path
+from tests.support import create_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,13 +57,7 @@ def kubectl_bin() -> str:
 
 @pytest.fixture
 def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    base = request.node.name.lower().replace("_", "-")
-    name = "".join(c for c in base if c.isalnum() or c == "-")[:40].strip("-")
-    ns = f"{name}-{uuid.uuid4().hex[:6]}"
-    kube.create(
-        resource_path("v1", "namespaces"),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-    )
+    ns = create_namespace(kube, request.node.name)
     yield ns
     kube.delete(resource_path("v1", "namespaces", name=ns))
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 
-from gitsync.errors import APINotFoundError
-from gitsync.kube.client import Kube, path_of
+from gitsync.errors import APIConflictError, APINotFoundError
+from gitsync.kube.client import Kube, path_of, resource_path
 
 T = TypeVar("T")
 
@@ -77,3 +78,23 @@ def resource_version(kube: Kube, kind: str, ns: str, name: str) -> str:
     obj = get(kube, kind, ns, name)
     assert obj is not None, f"{kind}/{ns}/{name} does not exist"
     return str(obj["metadata"]["resourceVersion"])
+
+
+def create_namespace(kube: Kube, base: str) -> str:
+    """Create a namespace named after ``base`` (a test's name) and return its name.
+
+    The name is ``base`` cut to a DNS label's budget plus a random suffix; should the
+    suffix meet a namespace that still exists (one still terminating counts), another
+    is drawn rather than failing a test that has not started yet.
+    """
+    stem = "".join(c for c in base.lower().replace("_", "-") if c.isalnum() or c == "-")
+    stem = stem[:40].strip("-") or "test"
+    for _ in range(5):
+        name = f"{stem}-{uuid.uuid4().hex[:10]}"
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        try:
+            kube.create(resource_path("v1", "namespaces"), body)
+        except APIConflictError:
+            continue
+        return name
+    pytest.fail(f"no free namespace name for {stem} in 5 tries")

@@ -6,7 +6,6 @@ Never the shared control plane: these tests SIGKILL kube-apiserver and etcd.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from gitsync.kube.client import Kube, resource_path
 from tests.faults.harness import PrivateControlPlane
+from tests.support import create_namespace
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +40,7 @@ def pkube(private_cp: PrivateControlPlane) -> Iterator[Kube]:
 
 @pytest.fixture
 def pns(pkube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    base = request.node.name.lower().replace("_", "-")
-    name = "".join(c for c in base if c.isalnum() or c == "-")[:40].strip("-")
-    ns = f"{name}-{uuid.uuid4().hex[:6]}"
-    kube_ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-    pkube.create(resource_path("v1", "namespaces"), kube_ns)
+    ns = create_namespace(pkube, request.node.name)
     yield ns
     # a test that broke the control plane must not hide its own failure behind this one
     with contextlib.suppress(Exception):

@@ -207,3 +207,36 @@ def _try_create(kube: Kube, path: str, body: dict[str, Any]) -> bool:
     except APINotFoundError:
         return False
     return True
+
+
+def test_a_namespace_name_still_terminating_is_drawn_again(
+    kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests import support
+
+    # a namespace held in Terminating by a finalizer nobody removes, as a namespace of an
+    # earlier test may still be when the next one draws the same suffix
+    taken = f"collide-{uuid.uuid4().hex[:10]}"
+    path = resource_path("v1", "namespaces", name=taken)
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": taken}}
+    kube.create(resource_path("v1", "namespaces"), body)
+    kube.request(
+        "PUT",
+        f"{path}/finalize",
+        body={**body, "spec": {"finalizers": ["example.com/hold"]}},
+    )
+    kube.delete(path)
+    created: list[str] = []
+    try:
+        assert kube.get(path)["metadata"].get("deletionTimestamp")
+        draws = iter([uuid.UUID(hex=taken.split("-")[1] + "0" * 22), uuid.uuid4()])
+        monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))
+        created.append(support.create_namespace(kube, "collide"))
+        assert created[0] != taken and created[0].startswith("collide-")
+        assert kube.get(resource_path("v1", "namespaces", name=created[0]))["status"] == {
+            "phase": "Active"
+        }
+    finally:
+        kube.request("PUT", f"{path}/finalize", body={**body, "spec": {"finalizers": []}})
+        for name in created:
+            kube.delete(resource_path("v1", "namespaces", name=name))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,16 +16,14 @@ from gitsync.kube.client import Kube, resource_path
 from gitsync.reconcile.controller import Controller
 from gitsync.source.checkout import open_source
 from tests.gitserver import Upstream
-from tests.support import app_yaml, get
+from tests.support import app_yaml, create_namespace, get
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 
 
 @pytest.fixture
 def other_namespace(kube: Kube) -> Iterator[str]:
-    ns = f"unwatched-{uuid.uuid4().hex[:6]}"
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-    kube.create(resource_path("v1", "namespaces"), body)
+    ns = create_namespace(kube, "unwatched")
     yield ns
     kube.delete(resource_path("v1", "namespaces", name=ns))
 
