@@ -25,6 +25,7 @@ import os
 import signal
 import statistics
 import subprocess
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -289,6 +290,32 @@ class Observer:
         self.myapps = Informer(kube, path_of("MyApp", ns), name="bench-myapps")
         self.deployments = Informer(kube, path_of("Deployment", ns), name="bench-deployments")
         self.ns = ns
+        #: every version of a tracked MyApp the watch delivered, with when it arrived
+        self._seen: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+        self.myapps.add_handler(self._arrived)
+
+    def _arrived(self, _kind: str, obj: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            seen = self._seen.get(obj["metadata"]["name"])
+            if seen is not None:
+                seen.append((now, obj))
+
+    def track(self, names: list[str]) -> None:
+        """Record, from now on, each version of these MyApps as the watch delivers it."""
+        with self._lock:
+            for name in names:
+                self._seen[name] = []
+
+    def first_seen(
+        self, name: str, done: Callable[[dict[str, Any], int], bool], generation: int
+    ) -> float | None:
+        """When the watch first delivered a version of tracked ``name`` that is
+        ``done(version, generation)``."""
+        with self._lock:
+            versions = list(self._seen.get(name, ()))
+        return next((t for t, obj in versions if done(obj, generation)), None)
 
     def __enter__(self) -> Observer:
         for inf in (self.myapps, self.deployments):
@@ -452,48 +479,83 @@ def _report_apps(apps: list[str]) -> list[str]:
     return apps[-max(1, min(10, len(apps) // 10)) :]
 
 
-def _edit_replicas(kube: Kube, ns: str, names: list[str], replicas: int) -> dict[str, float]:
+#: an edit: when its request left, and the generation the server gave the MyApp by it
+Edit = tuple[float, int]
+
+
+def _edit_replicas(
+    kube: Kube, obs: Observer, ns: str, names: list[str], replicas: int
+) -> dict[str, Edit]:
     """What ``kubectl patch``/``edit`` sends (an Update under the manager ``kubectl``),
-    each timed from just before its request leaves."""
-    t0: dict[str, float] = {}
+    one MyApp after another. The observer records what the watch delivers from the
+    first request on, so an answer to an early edit is timed when it arrives, not
+    when the last edit has been sent."""
+    obs.track(names)
+    edits: dict[str, Edit] = {}
     for name in names:
-        t0[name] = time.perf_counter()
-        kube.request(
+        t0 = time.perf_counter()
+        edited = kube.request(
             "PATCH",
             path_of("MyApp", ns, name),
             params={"fieldManager": "kubectl"},
             body={"spec": {"replicas": replicas}},
             content_type="application/merge-patch+json",
         )
-    return t0
+        edits[name] = (t0, int(edited["metadata"]["generation"]))
+    return edits
+
+
+def _answer_times(
+    obs: Observer,
+    edits: dict[str, Edit],
+    answered: Callable[[dict[str, Any], int], bool],
+    timeout: float,
+) -> list[float]:
+    """Seconds from each edit until the watch delivered a version of its MyApp that
+    ``answered(obj, generation of the edit)``."""
+    deadline = time.perf_counter() + timeout
+    out: dict[str, float] = {}
+    while len(out) < len(edits) and time.perf_counter() < deadline:
+        for name, (t0, gen) in edits.items():
+            if name not in out:
+                at = obs.first_seen(name, answered, gen)
+                if at is not None:
+                    out[name] = at - t0
+        time.sleep(0.05)
+    if len(out) < len(edits):
+        raise RuntimeError(
+            f"{len(edits) - len(out)} of {len(edits)} not answered in {timeout:.0f}s"
+        )
+    return [out[n] for n in edits]
 
 
 def _drift(kube: Kube, obs: Observer, repo: Repo, tool: str, s: Settings, out: Results) -> None:
-    """Edit ``spec.replicas`` of up to ``drift`` MyApps (policy correct): time until each
-    is reverted. Then, gitsync only, of the report-policy MyApps: time until the drift
-    is visible in ``status.drift`` (Flux records drift nowhere)."""
+    """Edit ``spec.replicas`` of up to ``drift`` MyApps (policy correct): time from each
+    edit until the watch delivers it reverted. Then, gitsync only, of the report-policy
+    MyApps: until the drift is visible in ``status.drift`` (Flux records drift nowhere)."""
     report = set(_report_apps(repo.apps))
     names = [a for a in repo.apps if a not in report][: s.drift]
-    t0 = _edit_replicas(kube, repo.ns, names, 3)
+    edits = _edit_replicas(kube, obs, repo.ns, names, 3)
 
-    def reverted(name: str) -> bool:
-        return bool(obs.myapp(name).get("spec", {}).get("replicas") == 1)
+    def reverted(obj: dict[str, Any], gen: int) -> bool:
+        later = int(obj["metadata"].get("generation", 0)) > gen
+        return later and obj.get("spec", {}).get("replicas") == 1
 
     out["drift"] = {
         "objects": len(names),
-        "reverted_s": _spread(_watch_times(names, t0, reverted, s.timeout)),
+        "reverted_s": _spread(_answer_times(obs, edits, reverted, s.timeout)),
     }
     if tool != "gitsync":
         out["drift"]["in_status_s"] = None
         return
     shown = sorted(report)
-    t0 = _edit_replicas(kube, repo.ns, shown, 3)
+    edits = _edit_replicas(kube, obs, repo.ns, shown, 3)
 
-    def in_status(name: str) -> bool:
-        drift = (obs.myapp(name).get("status") or {}).get("drift") or []
+    def in_status(obj: dict[str, Any], _gen: int) -> bool:
+        drift = (obj.get("status") or {}).get("drift") or []
         return any(d.get("path") == "spec.replicas" and d.get("live") == 3 for d in drift)
 
-    out["drift"]["in_status_s"] = _spread(_watch_times(shown, t0, in_status, s.timeout))
+    out["drift"]["in_status_s"] = _spread(_answer_times(obs, edits, in_status, s.timeout))
     out["drift"]["in_status_objects"] = len(shown)
 
 
