@@ -150,6 +150,8 @@ class Syncer:
         self.options = options
         self.state = state
         self._loaded: tuple[str, manifests.LoadResult] | None = None
+        #: each file's MyApps by its bytes: a new commit parses only the files it changed
+        self._parsed = manifests.ParseCache()
         #: set on shutdown: the pass stops after the objects in flight
         self.cancel = threading.Event()
         #: the pass's threads wait out a 429's Retry-After together
@@ -245,7 +247,8 @@ class Syncer:
 
     def _load(self, rev: Revision) -> manifests.LoadResult:
         # a commit's files never change: when the ref has not moved, the manifests
-        # are not read again (a local directory has no sha and is always read)
+        # are not read again (a local directory has no sha and is always read); a new
+        # commit has every file read but only those it changed parsed
         if rev.sha and self._loaded is not None and self._loaded[0] == rev.sha:
             return self._loaded[1]
         loaded = manifests.load(
@@ -255,6 +258,12 @@ class Syncer:
             allowed_namespaces=self.options.allowed_namespaces,
             denied_namespaces=self.options.denied_namespaces,
             watch_namespace=self.options.watch_namespace,
+            cache=self._parsed,
+        )
+        log.debug(
+            "manifests loaded: %d files parsed, %d unchanged",
+            self._parsed.parsed,
+            self._parsed.reused,
         )
         self._loaded = (rev.sha, loaded)
         return loaded

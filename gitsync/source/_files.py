@@ -123,6 +123,11 @@ _FORBIDDEN = re.compile(
 
 def read_text(rel: str, file: Path, max_bytes: int) -> str:
     """The text of one manifest file; a :class:`ManifestError` for anything else."""
+    return decode(rel, read_bytes(rel, file, max_bytes))
+
+
+def read_bytes(rel: str, file: Path, max_bytes: int) -> bytes:
+    """The bytes of one manifest file (a regular file of at most ``max_bytes``)."""
     try:
         # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
@@ -132,7 +137,7 @@ def read_text(rel: str, file: Path, max_bytes: int) -> str:
         data = _read(rel, fd, max_bytes)
     except OSError as e:  # EIO, a file that went away under us: this file fails alone
         raise ManifestError(rel, f"cannot read: {reason(e)}") from None
-    return _decode(rel, data)
+    return data
 
 
 def _read(rel: str, fd: int, max_bytes: int) -> bytes:
@@ -157,7 +162,9 @@ _OTHER_ENCODINGS = (
 )
 
 
-def _decode(rel: str, data: bytes) -> str:
+def decode(rel: str, data: bytes) -> str:
+    """The text of a manifest file's bytes: UTF-8 (a BOM only at the start) with no
+    character YAML refuses; a :class:`ManifestError` placing the first that is not."""
     for mark, encoding in _OTHER_ENCODINGS:
         if data.startswith(mark):
             msg = f"the file is {encoding} (it starts with its byte order mark); write it as UTF-8"

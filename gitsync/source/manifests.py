@@ -16,6 +16,7 @@ output, the logs or memory.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import yaml
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
-from gitsync.source._files import manifest_files, position, read_text, within
+from gitsync.source._files import decode, manifest_files, position, read_bytes, within
 from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
 
 
@@ -89,12 +90,16 @@ def load(
     denied_namespaces: tuple[str, ...] = (),
     watch_namespace: str | None = None,
     limits: Limits = Limits(),
+    cache: ParseCache | None = None,
 ) -> LoadResult:
     """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
 
     ``watch_namespace``: the daemon's operator sees that namespace only, so a MyApp that
     Git puts elsewhere could never be observed (it would be "created" every pass, its
     drift never seen): it is refused here, like a namespace that is not allowed.
+
+    ``cache``: what the previous load with that cache found in each file; a file whose
+    path and bytes are the same is not parsed or checked again.
     """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
@@ -111,16 +116,72 @@ def load(
     # bounded as they are found: a tree of a hundred thousand broken files costs no more
     errors = _Capped(limits.max_errors)
     files = 0
+    parsed = cache if cache is not None else ParseCache()
+    parsed.begin(
+        (default_namespace, allowed_namespaces, denied_namespaces, watch_namespace, limits)
+    )
     for rel, file in manifest_files(real_root, start, errors):
         files += 1
-        found = _Capped(limits.max_errors_per_file)
-        _load_file(rel, file, checker, limits, apps, found)
-        errors.extend(found.shown(rel, "in this file"))
+        found = _load_file(rel, file, checker, limits, parsed)
+        apps.extend(found.apps)
+        errors.extend(found.errors)
+    parsed.end()
     unique, duplicates = _split_duplicates(apps)
     errors.extend(duplicates)
     return LoadResult(
         apps=unique, errors=tuple(errors.shown("")), files=files, error_count=errors.total
     )
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What one file holds: its valid MyApps, and its errors as shown (at most
+    ``Limits.max_errors_per_file``, then an "… and N more" entry)."""
+
+    apps: tuple[DesiredApp, ...]
+    errors: tuple[ManifestError, ...]
+
+
+class ParseCache:
+    """What each file of the last load held, by its path and a digest of its bytes.
+
+    A commit changes a few files of thousands: with the cache, a load still reads every
+    file (to learn which changed) but parses and checks only the new ones. The entries
+    are the files of the last load alone, and every entry goes when the settings that
+    checked them (namespaces, limits) change. The objects handed out are shared from
+    one load to the next: callers copy before they edit (``render.desired_myapp`` does).
+    For one loader at a time (a Syncer's passes never overlap).
+    """
+
+    def __init__(self) -> None:
+        self._settings: object = None
+        self._found: dict[tuple[str, bytes], _Found] = {}
+        self._next: dict[tuple[str, bytes], _Found] = {}
+        #: files parsed by the last load, and files taken from the cache
+        self.parsed = 0
+        self.reused = 0
+
+    def begin(self, settings: object) -> None:
+        if settings != self._settings:
+            self._found = {}
+            self._settings = settings
+        self._next = {}
+        self.parsed = self.reused = 0
+
+    def get(self, key: tuple[str, bytes]) -> _Found | None:
+        found = self._found.get(key)
+        if found is not None:
+            self.reused += 1
+            self._next[key] = found
+        return found
+
+    def put(self, key: tuple[str, bytes], found: _Found) -> None:
+        self.parsed += 1
+        self._next[key] = found
+
+    def end(self) -> None:
+        """The files of this load are the cache now; those gone from the tree are dropped."""
+        self._found, self._next = self._next, {}
 
 
 class _More(ManifestError):
@@ -189,16 +250,32 @@ def _split_duplicates(
 # --- reading and composing one file ------------------------------------------------------
 
 
-def _load_file(
+def _load_file(rel: str, file: Path, checker: Checker, limits: Limits, cache: ParseCache) -> _Found:
+    try:
+        data = read_bytes(rel, file, limits.max_file_bytes)
+    except ManifestError as e:  # not a regular file, too large, unreadable: not cached
+        return _Found((), (e,))
+    key = (rel, hashlib.blake2b(data, digest_size=32).digest())
+    found = cache.get(key)
+    if found is None:
+        apps: list[DesiredApp] = []
+        errors = _Capped(limits.max_errors_per_file)
+        _parse_file(rel, data, checker, limits, apps, errors)
+        found = _Found(tuple(apps), tuple(errors.shown(rel, "in this file")))
+        cache.put(key, found)
+    return found
+
+
+def _parse_file(
     rel: str,
-    file: Path,
+    data: bytes,
     checker: Checker,
     limits: Limits,
     apps: list[DesiredApp],
     errors: _Capped,
 ) -> None:
     try:
-        text = read_text(rel, file, limits.max_file_bytes)
+        text = decode(rel, data)
     except ManifestError as e:
         errors.append(e)
         return
@@ -228,7 +305,7 @@ def _load_file(
         errors.append(
             ManifestError(rel, str(e), document=composer.document, line=e.line, column=e.column)
         )
-    except yaml.YAMLError as e:  # a reader error: read_text refuses those characters first
+    except yaml.YAMLError as e:  # a reader error: decode refuses those characters first
         line, column = position(text, getattr(e, "position", 0))
         msg = f"invalid YAML: {one_line(getattr(e, 'reason', '') or str(e))}"
         errors.append(ManifestError(rel, msg, line=line, column=column))
