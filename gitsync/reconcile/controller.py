@@ -48,6 +48,15 @@ class ControllerConfig:
     namespace: str | None = None  # None: all namespaces
 
 
+def changed(obj: Obj) -> bool:
+    """Whether what ``obj`` should be changed after its status last said it was seen
+    (``metadata.generation`` ahead of ``status.observedGeneration``, or no status yet):
+    an edit of a MyApp or a Deployment, to take back or to render, and not news."""
+    generation = obj.get("metadata", {}).get("generation")
+    observed = (obj.get("status") or {}).get("observedGeneration")
+    return not isinstance(observed, int) or not isinstance(generation, int) or observed < generation
+
+
 class Controller:
     def __init__(
         self,
@@ -79,7 +88,7 @@ class Controller:
         self.git: dict[str, Obj] = self.reconciler.git
         self.sync_info: dict[str, statuslib.SyncInfo] = self.reconciler.sync_info
         self._threads: list[threading.Thread] = []
-        self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj)))
+        self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj), urgent=changed(obj)))
         self.deployments.add_handler(self._on_deployment)
 
     @property
@@ -136,10 +145,14 @@ class Controller:
 
     # --- queue ---------------------------------------------------------------
 
-    def _on_deployment(self, _type: str, obj: Obj) -> None:
+    def _on_deployment(self, type_: str, obj: Obj) -> None:
+        # a Deployment edited (scaled, its template changed) or deleted goes first; its
+        # rollout's progress is news for status, after every correction waiting
+        urgent = type_ == "DELETED" or changed(obj)
         for ref in obj.get("metadata", {}).get("ownerReferences") or []:
             if ref.get("kind") == KIND and ref.get("controller"):
-                self.queue.add(f"{obj['metadata'].get('namespace', '')}/{ref['name']}")
+                key = f"{obj['metadata'].get('namespace', '')}/{ref['name']}"
+                self.queue.add(key, urgent=urgent)
 
     def _worker(self) -> None:
         while True:

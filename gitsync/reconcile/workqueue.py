@@ -6,6 +6,12 @@ processed is processed once more afterwards; a key added many times while
 waiting is processed once. Failed keys come back after an exponential,
 per-key delay; a success forgets the key's failures.
 
+Two lanes, as in controller-runtime's priority queue: a key added ``urgent`` (someone
+changed what an object should be: drift to take back) is handed out before the
+keys that only have news to report (a Deployment's rollout moving on), so a burst
+of status news does not hold a correction back. A waiting key added urgent moves
+to the urgent lane; it is still processed once.
+
 Why not a library: the ``kubernetes`` package has none (client-go's is Go, and the
 Python client ships informers without a queue); a ``queue.Queue`` gives none of the
 three rules above, and APScheduler (which runs the sync job) has no per-key
@@ -34,7 +40,11 @@ class WorkQueue:
         self.max_delay = max_delay
         self._clock = clock
         self._queue: deque[str] = deque()
+        self._urgent_queue: deque[str] = deque()
+        #: waiting (or waiting to run again) keys; a lane may hold a key that has
+        #: since been handed out from the other lane: such an entry is skipped
         self._dirty: set[str] = set()
+        self._urgent: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
         self._delayed: list[tuple[float, int, str]] = []
@@ -43,17 +53,30 @@ class WorkQueue:
         self._shutdown = False
 
     def __len__(self) -> int:
+        """Keys waiting to be handed out."""
         with self._cond:
-            return len(self._queue)
+            return len(self._dirty - self._processing)
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, *, urgent: bool = False) -> None:
         with self._cond:
-            if self._shutdown or key in self._dirty:
+            if self._shutdown:
+                return
+            if key in self._dirty:
+                if urgent and key not in self._urgent:
+                    self._urgent.add(key)
+                    if key not in self._processing:
+                        self._urgent_queue.append(key)  # its plain entry is skipped
+                        self._cond.notify()
                 return
             self._dirty.add(key)
+            if urgent:
+                self._urgent.add(key)
             if key not in self._processing:
-                self._queue.append(key)
+                self._enqueue(key)
                 self._cond.notify()
+
+    def _enqueue(self, key: str) -> None:
+        (self._urgent_queue if key in self._urgent else self._queue).append(key)
 
     def add_after(self, key: str, delay: float) -> None:
         if delay <= 0:
@@ -90,20 +113,34 @@ class WorkQueue:
                 if self._shutdown:
                     return None  # stop now: what is queued is level-based, it will come back
                 self._promote_delayed()
-                if self._queue:
-                    key = self._queue.popleft()
+                key = self._next()
+                if key is not None:
                     self._dirty.discard(key)
+                    self._urgent.discard(key)
                     self._processing.add(key)
                     return key
                 if deadline is not None and self._clock() >= deadline:
                     return None
                 self._cond.wait(self._next_wait(deadline))
 
+    def _next(self) -> str | None:
+        """The first waiting key, urgent lane first; entries of keys already handed
+        out from the other lane are dropped on the way."""
+        while self._urgent_queue:
+            key = self._urgent_queue.popleft()
+            if key in self._urgent and key not in self._processing:
+                return key
+        while self._queue:
+            key = self._queue.popleft()
+            if key in self._dirty and key not in self._urgent and key not in self._processing:
+                return key
+        return None
+
     def done(self, key: str) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                self._enqueue(key)
                 self._cond.notify()
 
     def shutdown(self) -> None:
@@ -114,7 +151,7 @@ class WorkQueue:
     def idle(self) -> bool:
         """Nothing queued, nothing in flight (delayed retries may still be pending)."""
         with self._cond:
-            return not self._queue and not self._processing
+            return not self._dirty and not self._processing
 
     def _promote_delayed(self) -> None:
         now = self._clock()
@@ -123,7 +160,7 @@ class WorkQueue:
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
-                    self._queue.append(key)
+                    self._enqueue(key)
 
     def _next_wait(self, deadline: float | None) -> float | None:
         now = self._clock()

@@ -7,11 +7,12 @@ import threading
 import time
 from typing import cast
 
+import pytest
 from kubernetes import client as k8s_client
 
 from gitsync.kube.client import Kube
 from gitsync.model.api import Obj
-from gitsync.reconcile.controller import Controller, Result
+from gitsync.reconcile.controller import Controller, Result, changed
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.workqueue import WorkQueue
 
@@ -165,3 +166,52 @@ def test_workers_take_keys_from_the_queue_one_at_a_time_per_key() -> None:
     finally:
         c.stop(timeout=5)
     assert sorted(fake.keys) == ["ns/a", "ns/b", "ns/c"]
+
+
+@pytest.mark.parametrize(
+    ("generation", "status", "urgent"),
+    [
+        (3, {"observedGeneration": 3, "phase": "Ready"}, False),  # news: status moved on
+        (4, {"observedGeneration": 3}, True),  # an edit not seen yet
+        (1, None, True),  # new: nothing seen yet
+        (1, {}, True),
+        (2, {"observedGeneration": "2"}, True),  # not a number: not known to be seen
+        (None, {"observedGeneration": 1}, True),
+    ],
+)
+def test_an_edit_is_urgent_and_news_is_not(
+    generation: int | None, status: dict[str, object] | None, urgent: bool
+) -> None:
+    obj: dict[str, object] = {"metadata": {"name": "a", "namespace": "n"}}
+    if generation is not None:
+        obj["metadata"] = {"name": "a", "namespace": "n", "generation": generation}
+    if status is not None:
+        obj["status"] = status
+    assert changed(obj) is urgent
+
+
+def test_an_edited_deployment_is_reconciled_before_rollout_news() -> None:
+    c = offline_controller()
+
+    def deployment(name: str, generation: int, observed: int) -> Obj:
+        refs = [{"kind": "MyApp", "name": name, "controller": True}]
+        meta = {"name": name, "namespace": "n", "generation": generation, "ownerReferences": refs}
+        return {"metadata": meta, "status": {"observedGeneration": observed}}
+
+    c._on_deployment("MODIFIED", deployment("rolling", 2, 2))  # a rollout moving on
+    c._on_deployment("MODIFIED", deployment("scaled", 3, 2))  # kubectl scale deployment
+    c._on_deployment("DELETED", deployment("deleted", 1, 1))
+    c.myapps._notify(
+        "MODIFIED",
+        {
+            "metadata": {"name": "edited", "namespace": "n", "generation": 5},
+            "status": {"observedGeneration": 4},
+        },
+    )
+    assert [c.queue.get(0) for _ in range(5)] == [
+        "n/scaled",
+        "n/deleted",
+        "n/edited",
+        "n/rolling",
+        None,
+    ]

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import threading
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gitsync.reconcile.workqueue import WorkQueue
 
 
@@ -70,3 +73,84 @@ def test_shutdown_hands_out_no_more_keys() -> None:
     q.add("a")
     q.shutdown()
     assert q.get(0) is None
+
+
+def test_urgent_keys_are_handed_out_before_news() -> None:
+    q = WorkQueue()
+    for key in ("news-1", "news-2"):
+        q.add(key)
+    q.add("edit-1", urgent=True)
+    q.add("news-3")
+    q.add("edit-2", urgent=True)
+    assert [q.get(0) for _ in range(6)] == ["edit-1", "edit-2", "news-1", "news-2", "news-3", None]
+
+
+def test_a_waiting_key_made_urgent_moves_up_and_runs_once() -> None:
+    q = WorkQueue()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    q.add("c", urgent=True)
+    q.add("c")  # news about it again: still the one urgent entry
+    assert len(q) == 3
+    assert [q.get(0) for _ in range(4)] == ["c", "a", "b", None]
+    assert not q.idle()
+    for key in "cab":
+        q.done(key)
+    assert q.idle()
+
+
+def test_a_key_made_urgent_while_in_flight_runs_again_first() -> None:
+    q = WorkQueue()
+    q.add("a")
+    q.add("b")
+    assert q.get(0) == "a"
+    q.add("a")
+    q.add("a", urgent=True)  # news, then an edit, while a worker has it
+    assert q.get(0) == "b"  # never two workers on one key
+    q.add("c")
+    q.done("a")
+    assert [q.get(0), q.get(0), q.get(0)] == ["a", "c", None]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "urgent", "get", "done"]), st.sampled_from(["a", "b", "c", "d"])
+        ),
+        max_size=60,
+    )
+)
+def test_lanes_keep_the_queue_rules(ops: list[tuple[str, str]]) -> None:
+    """Against a model: a key is handed out at most once at a time, every key added
+    is handed out after it was added, and an urgent one before any that is not."""
+    q = WorkQueue()
+    waiting: dict[str, bool] = {}  # key -> urgent, for keys added and not handed out since
+    in_flight: set[str] = set()
+    for op, key in ops:
+        if op in ("add", "urgent"):
+            q.add(key, urgent=op == "urgent")
+            waiting[key] = waiting.get(key, False) or op == "urgent"
+        elif op == "done" and key in in_flight:
+            q.done(key)
+            in_flight.discard(key)
+        elif op == "get":
+            got = q.get(0)
+            ready = {k: u for k, u in waiting.items() if k not in in_flight}
+            if not ready:
+                assert got is None
+                continue
+            assert got in ready, (got, ready)
+            if any(ready.values()):
+                assert ready[got], f"{got} handed out before an urgent key: {ready}"
+            del waiting[got]
+            in_flight.add(got)
+        assert len(q) == len([k for k in waiting if k not in in_flight])
+    for key in list(in_flight):
+        q.done(key)
+    rest = []
+    while (got := q.get(0)) is not None:
+        rest.append(got)
+        q.done(got)
+    assert sorted(rest) == sorted(waiting)
+    assert q.idle()
