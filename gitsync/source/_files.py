@@ -121,11 +121,6 @@ _FORBIDDEN = re.compile(
 )
 
 
-def read_text(rel: str, file: Path, max_bytes: int) -> str:
-    """The text of one manifest file; a :class:`ManifestError` for anything else."""
-    return decode(rel, read_bytes(rel, file, max_bytes))
-
-
 def read_bytes(rel: str, file: Path, max_bytes: int) -> bytes:
     """The bytes of one manifest file (a regular file of at most ``max_bytes``)."""
     try:
