@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from release import bundle
 from tests.integration import olm
 from tests.integration.installed import assert_account_syncs
 from tests.integration.test_deploy import sa_kubeconfig
-from tests.support import get, wait_until
+from tests.support import create_namespace, get, wait_until
 
 RBAC = "rbac.authorization.k8s.io/v1"
 CSVS = f"{olm.OPERATORS}/v1alpha1"
@@ -93,15 +92,11 @@ def installed(
 ) -> Iterator[Installed]:
     binary = olm.tool("olm")
     tmp = tmp_path_factory.mktemp("olm")
-    namespace = f"gitsync-olm-{uuid.uuid4().hex[:6]}"
     docs = manifests()
     [csv] = [d for d in docs if d["kind"] == "ClusterServiceVersion"]
-    csv_path = resource_path(CSVS, "clusterserviceversions", namespace, csv["metadata"]["name"])
     with olm.crds_installed(kube), olm.copied_csvs_disabled(kube):
-        kube.create(
-            resource_path("v1", "namespaces"),
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        )
+        namespace = create_namespace(kube, "gitsync-olm")
+        csv_path = resource_path(CSVS, "clusterserviceversions", namespace, csv["metadata"]["name"])
         operator = olm.Operator(binary, kubeconfig, namespace, tmp / "olm-operator.log")
         try:
             group = {
