@@ -354,20 +354,30 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def _watch_times(
-    names: list[str], t0: dict[str, float], done: Callable[[str], bool], timeout: float
+    names: list[str],
+    t0: dict[str, float],
+    done_at: Callable[[str], float | None],
+    timeout: float,
 ) -> list[float]:
-    """Seconds from each name's ``t0`` until ``done(name)``, polled every 10 ms."""
+    """Seconds from each name's ``t0`` until the moment ``done_at(name)`` names (None:
+    not done yet), asked every 10 ms."""
     left, out = set(names), {}
     deadline = time.perf_counter() + timeout
     while left and time.perf_counter() < deadline:
-        now = time.perf_counter()
-        for name in [n for n in left if done(n)]:
-            out[name] = now - t0[name]
-            left.discard(name)
+        for name in list(left):
+            at = done_at(name)
+            if at is not None:
+                out[name] = at - t0[name]
+                left.discard(name)
         time.sleep(0.01)
     if left:
         raise RuntimeError(f"{len(left)} of {len(names)} not done within {timeout:.0f}s")
     return [out[n] for n in names]
+
+
+def _polled(done: Callable[[str], bool]) -> Callable[[str], float | None]:
+    """``done`` as a moment: now, when it holds now."""
+    return lambda name: time.perf_counter() if done(name) else None
 
 
 # --- one run of one tool ----------------------------------------------------------------
@@ -468,7 +478,7 @@ def _change(obs: Observer, repo: Repo, running: Running, s: Settings, out: Resul
     def applied(name: str) -> bool:
         return bool(obs.myapp(name).get("spec", {}).get("image") == "nginx:1.28")
 
-    times = _watch_times(changed, dict.fromkeys(changed, start), applied, s.timeout)
+    times = _watch_times(changed, dict.fromkeys(changed, start), _polled(applied), s.timeout)
     out["push_to_applied_s"] = {"objects": len(changed), "all": round(max(times), 3)}
 
 
@@ -513,20 +523,10 @@ def _answer_times(
 ) -> list[float]:
     """Seconds from each edit until the watch delivered a version of its MyApp that
     ``answered(obj, generation of the edit)``."""
-    deadline = time.perf_counter() + timeout
-    out: dict[str, float] = {}
-    while len(out) < len(edits) and time.perf_counter() < deadline:
-        for name, (t0, gen) in edits.items():
-            if name not in out:
-                at = obs.first_seen(name, answered, gen)
-                if at is not None:
-                    out[name] = at - t0
-        time.sleep(0.05)
-    if len(out) < len(edits):
-        raise RuntimeError(
-            f"{len(edits) - len(out)} of {len(edits)} not answered in {timeout:.0f}s"
-        )
-    return [out[n] for n in edits]
+    t0 = {name: sent for name, (sent, _) in edits.items()}
+    return _watch_times(
+        list(edits), t0, lambda n: obs.first_seen(n, answered, edits[n][1]), timeout
+    )
 
 
 def _drift(kube: Kube, obs: Observer, repo: Repo, tool: str, s: Settings, out: Results) -> None:
@@ -566,9 +566,8 @@ def _prune(obs: Observer, repo: Repo, running: Running, s: Settings, out: Result
     repo.push("remove a tenth")
     start = time.perf_counter()
     running.notify(2)
-    times = _watch_times(
-        removed, dict.fromkeys(removed, start), lambda n: not obs.myapp(n), s.timeout
-    )
+    gone = _polled(lambda n: not obs.myapp(n))
+    times = _watch_times(removed, dict.fromkeys(removed, start), gone, s.timeout)
     out["prune_s"] = {"objects": len(removed), "all": round(max(times), 3)}
 
 
