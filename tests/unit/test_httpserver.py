@@ -384,3 +384,41 @@ def test_a_push_is_not_queued_behind_the_page() -> None:
             sock.close()
         server.shutdown()
         thread.join(10)
+
+
+def test_clients_that_never_take_their_answers_cannot_keep_the_probes_out() -> None:
+    """Answers that their clients do not read hold connections until the deadline; a
+    newcomer takes the place of the one slowest to take its answer."""
+    big = "x" * (8 << 20)  # more than the socket buffers of both ends hold
+
+    def handler(request: Request) -> Response:
+        return Response(200, "ok\n" if request.path == "/healthz" else big)
+
+    metrics = standard()
+    limits = Limits(max_connections=4, request_timeout=30.0)
+    server = Server(
+        ("127.0.0.1", 0), handler, limits, metrics, inline=lambda r: r.path == "/healthz"
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    readers = []
+    try:
+        for _ in range(limits.max_connections):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(server.server_address)
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            readers.append(sock)
+        settle(
+            lambda: (
+                sum(1 for c in list(server._conns.values()) if c.state == "writing")
+                == limits.max_connections
+            )
+        )
+        assert healthz(server)[0] == 200
+        assert metrics.get("gitsync_http_refused_total", reason="connections") == 1
+    finally:
+        for sock in readers:
+            sock.close()
+        server.shutdown()
+        thread.join(10)
