@@ -249,8 +249,8 @@ class Server:
         return False
 
     def _evict_oldest(self, states: tuple[State, ...], reason: str) -> bool:
-        """Make room by dropping the connection (in one of ``states``) that has been
-        sending its request longest.
+        """Make room by dropping the connection (in one of ``states``) nearest its
+        deadline: of requests, the one that has been sending longest.
 
         Refusing the newcomer instead would let whoever holds the connections first keep
         them, probes (and the kubelet's restarts) included; the oldest unfinished request
