@@ -107,6 +107,7 @@ class Daemon:
                 limits,
                 self.metrics,
                 inline=Routes.inline,
+                urgent=Routes.urgent,
             )
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot listen on {options.listen!r}: {e}") from e

@@ -6,10 +6,16 @@ hold more than a bounded share of it for a bounded time:
 - one thread reads every connection through a selector, so a slow client costs a
   socket and a small buffer, never a thread; a few workers run the handler, and only
   on a request that has fully arrived;
+- three lanes: probes are answered by that thread itself (``inline``), urgent requests
+  (the webhook) have a worker of their own, and the rest (the drift page, /metrics)
+  share the pool; at most ``max_queued`` requests wait per lane, and one more is
+  answered 503 at once, so however hard the page is polled, fully arrived requests
+  never fill the connections, and probes and the webhook are still answered;
 - a request (request line, headers and body) must arrive whole within
   ``request_timeout`` seconds of the connection, however slowly it trickles in;
 - at most ``max_connections`` are open at once; one more takes the place of the
-  request that has been arriving longest (refused only when all are being answered);
+  request that has been arriving longest, or else of an answer the client is slowest
+  to take (refused only when all are being handled);
 - headers are capped per request, bodies per request and across all requests;
 - a response is plain text, closes the connection, and names no server or version.
 """
@@ -58,9 +64,12 @@ class Limits:
     max_buffered: int = 4 << 20
     backlog: int = 1024
     workers: int = 4
+    #: requests that have arrived and wait for a worker, per lane; more are answered 503
+    max_queued: int = 16
 
 
 State = Literal["head", "body", "handling", "writing", "closing"]
+Lane = Literal["pool", "urgent"]
 
 
 @dataclass(eq=False)
@@ -76,6 +85,7 @@ class _Conn:
     method: str = ""
     path: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    lane: Lane | None = None
 
 
 class Server:
@@ -89,11 +99,14 @@ class Server:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         inline: Callable[[Request], bool] = lambda _request: False,
+        urgent: Callable[[Request], bool] = lambda _request: False,
     ) -> None:
         self.handler = handler
         #: requests answered by the loop itself, not queued for a worker: cheap routes
         #: (probes) that must never wait behind a slow one
         self.inline = inline
+        #: requests with a worker of their own (the webhook): never behind the page
+        self.urgent = urgent
         self.limits = limits or Limits()
         self.metrics = metrics
         self._clock = clock
@@ -111,7 +124,12 @@ class Server:
         self._wake_w.setblocking(False)
         self._conns: dict[socket.socket, _Conn] = {}
         self._buffered = 0
-        self._work: queue.SimpleQueue[tuple[_Conn, Request] | None] = queue.SimpleQueue()
+        self._work: dict[Lane, queue.SimpleQueue[tuple[_Conn, Request] | None]] = {
+            "pool": queue.SimpleQueue(),
+            "urgent": queue.SimpleQueue(),
+        }
+        #: requests handed to a lane and not answered yet (the loop's own count)
+        self._pending: dict[Lane, int] = {"pool": 0, "urgent": 0}
         self._done: queue.SimpleQueue[tuple[_Conn, Response]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -122,9 +140,13 @@ class Server:
 
     def serve_forever(self) -> None:
         self._serving = True
+        pool: list[Lane] = ["pool"] * self.limits.workers
+        lanes: list[Lane] = ["urgent", *pool]
         workers = [
-            threading.Thread(target=self._worker, name=f"http-worker-{i}", daemon=True)
-            for i in range(self.limits.workers)
+            threading.Thread(
+                target=self._worker, args=(lane,), name=f"http-{lane}-{i}", daemon=True
+            )
+            for i, lane in enumerate(lanes)
         ]
         for w in workers:
             w.start()
@@ -134,8 +156,8 @@ class Server:
             while not self._stop.is_set():
                 self._step()
         finally:
-            for _ in workers:
-                self._work.put(None)
+            for lane in lanes:
+                self._work[lane].put(None)
             for conn in list(self._conns.values()):
                 self._close(conn)
             self._selector.close()
@@ -186,6 +208,9 @@ class Server:
             except queue.Empty:
                 break
             self._release(conn)
+            if conn.lane is not None:
+                self._pending[conn.lane] -= 1
+                conn.lane = None
             self._answer(conn, response)
         self._expire(self._clock())
 
@@ -202,9 +227,7 @@ class Server:
                 self._accept_paused_until = self._clock() + 0.1
                 return
             sock.setblocking(False)
-            if len(self._conns) >= self.limits.max_connections and not self._evict_oldest(
-                ("head", "body"), "connections"
-            ):
+            if len(self._conns) >= self.limits.max_connections and not self._make_room():
                 self._refuse(sock)
                 continue
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
@@ -212,9 +235,22 @@ class Server:
             self._conns[sock] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
+    def _make_room(self) -> bool:
+        # an unfinished request first; then a connection that has its answer and only
+        # lingers; then the answer its client is slowest to take (a slow reader must
+        # not keep the kubelet's probes out any more than a slow writer)
+        if self._evict_oldest(("head", "body"), "connections"):
+            return True
+        if self._evict_oldest(("closing",), ""):
+            return True
+        if self._evict_oldest(("writing",), ""):  # no 503 after part of its answer
+            self._count("connections")
+            return True
+        return False
+
     def _evict_oldest(self, states: tuple[State, ...], reason: str) -> bool:
-        """Make room by dropping the connection (in one of ``states``) that has been
-        sending its request longest.
+        """Make room by dropping the connection (in one of ``states``) nearest its
+        deadline: of requests, the one that has been sending longest.
 
         Refusing the newcomer instead would let whoever holds the connections first keep
         them, probes (and the kubelet's restarts) included; the oldest unfinished request
@@ -288,9 +324,19 @@ class Server:
         if self.inline(request):
             self._answer(conn, self._call(request))
             return
+        lane: Lane = "urgent" if self.urgent(request) else "pool"
+        workers = 1 if lane == "urgent" else self.limits.workers
+        if self._pending[lane] >= workers + self.limits.max_queued:
+            # shed, not queued: a queue without bound holds every connection a busy
+            # page is polled on, and then the probes are refused and the Pod restarted
+            self._count("queue")
+            self._answer(conn, Response(503, "busy, retry\n", headers=(("Retry-After", "1"),)))
+            return
+        self._pending[lane] += 1
+        conn.lane = lane
         conn.state = "handling"
         self._selector.unregister(conn.sock)
-        self._work.put((conn, request))
+        self._work[lane].put((conn, request))
 
     def _answer(self, conn: _Conn, response: Response) -> None:
         # method and path are the client's: quoted, so they cannot forge a log line
@@ -358,8 +404,8 @@ class Server:
 
     # --- workers --------------------------------------------------------------------
 
-    def _worker(self) -> None:
-        while (item := self._work.get()) is not None:
+    def _worker(self, lane: Lane) -> None:
+        while (item := self._work[lane].get()) is not None:
             conn, request = item
             self._done.put((conn, self._call(request)))
             self._wake()

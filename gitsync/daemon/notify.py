@@ -17,6 +17,7 @@ import http.client
 import logging
 import queue
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -53,7 +54,9 @@ class NotifyOptions:
     attempts: int = 6
     backoff: float = 0.5  # seconds before the first retry; doubled each time
     max_backoff: float = 30.0
-    timeout: float = 5.0  # per attempt: connect, send and read the answer
+    #: seconds for one attempt as a whole: connect, send and read the answer (a receiver
+    #: that trickles its answer a byte at a time is cut off at this, not at each read)
+    timeout: float = 5.0
 
 
 class _Target:
@@ -193,11 +196,14 @@ class Notifier:
         if self.options.secret:
             headers["X-Hub-Signature-256"] = signature(self.options.secret, body)
         conn = conn_type(p.hostname or "", p.port, timeout=self.options.timeout)
+        deadline = _Deadline(conn, self.options.timeout)
         try:
-            conn.request("POST", path, body=body, headers=headers)
-            status = conn.getresponse().status
+            with deadline:
+                conn.request("POST", path, body=body, headers=headers)
+                status = conn.getresponse().status
         except (OSError, http.client.HTTPException) as e:
-            log.info("notification to %s: %s", target.name, type(e).__name__)
+            late = " (out of time)" if deadline.expired else ""
+            log.info("notification to %s: %s%s", target.name, type(e).__name__, late)
             return "retry"
         finally:
             conn.close()
@@ -205,3 +211,40 @@ class Notifier:
             return "ok"
         log.info("notification to %s: HTTP %d", target.name, status)
         return "retry" if status in (408, 425, 429) or status >= 500 else "refused"
+
+
+class _Deadline:
+    """Ends one attempt ``seconds`` after it began, however its time is spent.
+
+    The socket's timeout bounds each read alone: a receiver sending a byte a second
+    would hold the sender for ever. At the deadline a watchdog thread shuts the socket
+    down, which wakes the blocked connect, write or read with an error at once.
+    """
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self._conn = conn
+        self._seconds = seconds
+        self._done = threading.Event()
+        self.expired = False
+
+    def __enter__(self) -> _Deadline:
+        threading.Thread(target=self._watch, name="notify-deadline", daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        if self._done.wait(self._seconds):
+            return
+        self.expired = True
+        # while connecting there is no socket yet to shut: look again until there is
+        while not self._done.is_set():
+            sock = self._conn.sock
+            if sock is not None:
+                # socket.socket's own shutdown: an SSLSocket's would also drop its TLS
+                # state under the thread still using it
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                return
+            self._done.wait(0.05)

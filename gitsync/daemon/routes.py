@@ -50,6 +50,11 @@ class Routes:
         """Probes never queue behind a webhook a standby is passing to the leader."""
         return request.method == "GET" and request.path in PROBES
 
+    @staticmethod
+    def urgent(request: Request) -> bool:
+        """A push is never queued behind the drift page, however hard that is polled."""
+        return request.path == "/hooks/git"
+
     def handle(self, request: Request) -> Response:
         if request.path == "/hooks/git":
             if request.method != "POST":

@@ -2,29 +2,26 @@
 
 Everything comes from memory: the operator's informer caches, the Git MyApps the sync
 loop holds and the sync state it last recorded; the page sends no request to the API
-server at all, so it can neither write nor add load however often it is polled. Lines
-of the manifests are read from the daemon's own checkout when it holds the revision a
-MyApp was applied from; commits per line need a clone with history (``gitsync blame``).
+server at all, so it can neither write nor add load however often it is polled. The
+lines of a MyApp's fields come from the sync loop's last load of the manifests, when
+that load read the revision the MyApp was applied from: a request reads and parses no
+file, so its cost is that of one MyApp and its Deployment, however large the file that
+declares it. Commits per line need a clone with history (``gitsync blame``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from pathlib import Path
 from typing import Final
 
 from gitsync.daemon import page
 from gitsync.daemon.httpproto import Request, Response
 from gitsync.engine.blame import GitView, blame
-from gitsync.errors import SourceError
 from gitsync.gitops.sync import Syncer
 from gitsync.model.api import Obj
 from gitsync.reconcile.controller import Controller
-from gitsync.source.gitblame import find_document, revision_sha, source_of
-
-log = logging.getLogger(__name__)
+from gitsync.source.gitblame import revision_sha, source_of
 
 _NAME: Final = r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?"
 _APP_PAGE: Final = re.compile(rf"/apps/({_NAME})/({_NAME})")
@@ -97,40 +94,11 @@ class DriftPage:
         file, revision = source_of(myapp)
         if not file:
             return None
-        declared = self.controller.git.get(key)
-        view = GitView(file=file, revision=revision, obj=declared)
-        text = self._checkout_text(file, revision_sha(revision))
-        if text is None:
-            return view
-        try:
-            node, obj = find_document(text, myapp, file)
-        except SourceError as e:
-            log.debug("no lines for %s: %s", key, e)
-            return view
-        return GitView(file=file, revision=revision, obj=obj, node=node)
-
-    def _checkout_text(self, file: str, sha: str) -> str | None:
-        """The file in the daemon's checkout, when that holds commit ``sha``."""
-        if self.syncer is None or ".." in Path(file).parts or Path(file).is_absolute():
-            return None
-        source = self.syncer.source
-        root = getattr(source, "dir", None) or getattr(source, "directory", None)
-        if not isinstance(root, Path):
-            return None
-        try:
-            if sha and _head(root) != sha:
-                return None  # the checkout moved on: its lines are not this revision's
-            text = (root / file).read_text()
-            if sha and _head(root) != sha:
-                return None  # moved while we read
-        except (OSError, UnicodeDecodeError):
-            return None
-        return text
-
-
-def _head(root: Path) -> str:
-    # a detached HEAD (how the source checks out) is the commit itself: no git process
-    return (root / ".git" / "HEAD").read_text().strip()
+        declared = self.syncer.declared(key, revision_sha(revision)) if self.syncer else None
+        if declared is None or declared.file != file:
+            # not loaded here (a standby), or Git moved on: the body applied, no lines
+            return GitView(file=file, revision=revision, obj=self.controller.git.get(key))
+        return GitView(file=file, revision=revision, obj=declared.obj, field_lines=declared.lines)
 
 
 def _headers() -> tuple[tuple[str, str], ...]:

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 import yaml
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.fieldpaths import leaves, line_of, value_at
+from gitsync.engine.fieldpaths import Lines, leaves, line_in, line_of, value_at
 from gitsync.engine.managedfields import (
     Path,
     human_path,
@@ -71,8 +71,10 @@ class GitView:
     """A MyApp as Git declares it at the applied revision.
 
     ``node`` is the YAML document (for line numbers) and ``obj`` its value; both are
-    None when the file could not be read (no repository given). ``lines`` maps a line
-    number to the commit that last changed it (empty without a repository).
+    None when the file could not be read (no repository given). Instead of ``node``,
+    ``field_lines`` may give the lines, as the loader kept them (the drift page).
+    ``lines`` maps a line number to the commit that last changed it (empty without a
+    repository).
     """
 
     file: str
@@ -80,6 +82,7 @@ class GitView:
     obj: Obj | None = None
     node: yaml.Node | None = None
     lines: Mapping[int, Commit] = field(default_factory=dict)
+    field_lines: Lines = None
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,11 @@ def _git_origin(git: GitView | None, path: Path, myapp: Obj) -> Origin:
         if not source.get("path"):
             return Origin("rendered", note="not from Git: this MyApp was created in the cluster")
         return Origin("git", file=str(source["path"]), revision=str(source.get("revision", "")))
-    line = line_of(git.node, path) if git.node is not None else None
+    line: int | None = None
+    if git.node is not None:
+        line = line_of(git.node, path)
+    elif git.field_lines is not None and git.obj is not None:
+        line = line_in(git.field_lines, git.obj, path)
     commit = git.lines.get(line) if line is not None else None
     return Origin("git", file=git.file, line=line, revision=git.revision, commit=commit)
 

@@ -5,6 +5,7 @@ in a plain object, and the manifest line that sets it in a YAML node. Pure."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -94,6 +95,63 @@ def line_of(node: yaml.Node, path: Path) -> int | None:
         else:
             return None
     return line
+
+
+#: where each key and list item of one manifest document stands, as the loader keeps it
+#: of the YAML nodes (which it does not keep), so that lines are found without the nodes
+#: or the file: the drift page parses nothing. A mapping is ``(key, line, lines, key,
+#: line, lines, …)``, a list ``(line, lines, line, lines, …)``, a scalar None: flat
+#: tuples, a few dozen bytes a field, for every MyApp the sync loop holds
+Lines = tuple[Any, ...] | None
+
+
+def lines_of(node: yaml.Node) -> Lines:
+    """The :data:`Lines` of a composed document. Linear in its nodes: an aliased node is
+    walked once, where its anchor is."""
+    seen: set[int] = set()
+
+    def walk(n: yaml.Node) -> Lines:
+        if id(n) in seen:
+            return None
+        seen.add(id(n))
+        out: list[Any] = []
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    # interned: every document has the same few field names, held once
+                    out += (sys.intern(k.value), k.start_mark.line + 1, walk(v))
+        elif isinstance(n, yaml.SequenceNode):
+            for item in n.value:
+                out += (item.start_mark.line + 1, walk(item))
+        else:
+            return None
+        return tuple(out)
+
+    return walk(node)
+
+
+def line_in(lines: Lines, obj: Any, path: Path) -> int | None:
+    """:func:`line_of` over :func:`lines_of` and the document's value ``obj``: the value
+    says which list item a key names, the lines where it stands."""
+    line: int | None = None
+    for element in path:
+        if lines is None:
+            return None
+        kind, _, body = element.partition(":")
+        if kind == "f" and isinstance(obj, dict) and body in obj:
+            at = next((i for i in range(0, len(lines) - 2, 3) if lines[i] == body), None)
+            if at is None:
+                return None
+            line, lines, obj = lines[at + 1], lines[at + 2], obj[body]
+        elif kind == "k" and isinstance(obj, list):
+            key = json.loads(body)
+            index = next((i for i, item in enumerate(obj) if _matches(item, key)), None)
+            if index is None or 2 * index + 1 >= len(lines):
+                return None
+            line, lines, obj = lines[2 * index], lines[2 * index + 1], obj[index]
+        else:
+            return None
+    return line if isinstance(line, int) else None
 
 
 def _node_matches(node: yaml.Node, key: Mapping[str, Any]) -> bool:

@@ -150,6 +150,9 @@ class Syncer:
         self.options = options
         self.state = state
         self._loaded: tuple[str, manifests.LoadResult] | None = None
+        #: the last load's MyApps by key, with the commit read: replaced whole, so that
+        #: the drift page (another thread) reads one load or the next, never a mix
+        self._declared: tuple[str, dict[str, manifests.DesiredApp]] = ("", {})
         #: each file's MyApps by its bytes: a new commit parses only the files it changed
         self._parsed = manifests.ParseCache()
         #: set on shutdown: the pass stops after the objects in flight
@@ -266,7 +269,15 @@ class Syncer:
             self._parsed.reused,
         )
         self._loaded = (rev.sha, loaded)
+        self._declared = (rev.sha, {app.key: app for app in loaded.apps})
         return loaded
+
+    def declared(self, key: str, sha: str) -> manifests.DesiredApp | None:
+        """MyApp ``key`` as the last load read it, if that load was of commit ``sha`` (""
+        for a local directory): what the drift page shows of Git, without reading or
+        parsing a file per request."""
+        loaded_sha, apps = self._declared
+        return apps.get(key) if loaded_sha == sha else None
 
     def _namespaces(
         self, desired: dict[str, manifests.DesiredApp], result: ChangeSet

@@ -19,11 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from gitsync.engine.fieldpaths import Lines, lines_of
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
@@ -59,6 +60,9 @@ class DesiredApp:
     document: int
     line: int
     column: int = 1
+    #: the line of each of its fields, kept from the YAML nodes (which are not), so that
+    #: the drift page needs neither the file nor a parser
+    lines: Lines = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -358,4 +362,8 @@ def _check_document(
         errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
     errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
-        apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))
+        apps.append(
+            DesiredApp(
+                obj=obj, file=rel, document=index, line=line, column=column, lines=lines_of(node)
+            )
+        )

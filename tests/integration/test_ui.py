@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from gitsync.engine.fieldpaths import line_of
 from gitsync.kube.client import Kube
+from gitsync.source._yaml import Loader
 from tests.gitserver import Upstream
 from tests.integration.test_daemon import SECRET, Running, start_daemon
 from tests.integration.test_drift import kubectl
@@ -130,3 +133,75 @@ def test_page_is_read_only(page_daemon: Running, namespace: str) -> None:
     assert from_page == []
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         assert page_daemon.http(method, "/api/v1/apps", b"{}")[0] == 405, method
+
+
+def _image_row(running: Running, namespace: str, name: str) -> dict[str, Any] | None:
+    code, body = running.http("GET", f"/api/v1/apps/{namespace}/{name}")
+    if code != 200:
+        return None
+    rows = {(r["object"].split("/")[0], r["path"]): r for r in json.loads(body)["blame"]}
+    row = rows.get(("MyApp", "spec.image"))
+    return row if row and row["origin"].get("line") else None
+
+
+def _refuse_parsing(monkeypatch: pytest.MonkeyPatch, parsed: list[str]) -> None:
+    """Every YAML parse in this process fails, and is recorded."""
+
+    def refuse(name: str) -> Any:
+        def refused(*_args: Any, **_kw: Any) -> Any:
+            parsed.append(name)
+            raise AssertionError(f"yaml.{name} called")
+
+        return refused
+
+    for name in ("compose", "compose_all", "load", "load_all", "safe_load", "safe_load_all"):
+        monkeypatch.setattr(yaml, name, refuse(name))
+
+
+def test_app_page_is_served_from_the_load_and_parses_no_file(
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many MyApps in one file: a MyApp's page costs that MyApp, not its file. The lines
+    come from the sync loop's last load (what the loader parsed, within its limits);
+    serving the page composes no YAML at all."""
+    n = 30
+    env = "[{name: MODE, value: fast}]"
+    text = "---\n".join(app_yaml(namespace, f"app-{i}", env=env) for i in range(n))
+    upstream.commit({"apps/all.yaml": text})
+    last = f"app-{n - 1}"
+    documents = list(yaml.compose_all(text, Loader=Loader))
+    parsed: list[str] = []
+    for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
+        wait_until(lambda: get(kube, "MyApp", namespace, last), timeout=60, what="synced")
+        wait_until(
+            lambda: _image_row(running, namespace, last),  # noqa: B023 (used in the loop)
+            timeout=30,
+            what="the page of the last MyApp",
+        )
+        _refuse_parsing(monkeypatch, parsed)
+        try:
+            rows = {i: _image_row(running, namespace, f"app-{i}") for i in (0, 17, n - 1)}
+            code, body = running.http("GET", f"/api/v1/apps/{namespace}/app-17")
+        finally:
+            monkeypatch.undo()
+    assert code == 200, body
+    assert parsed == []
+    for i, row in rows.items():
+        assert row is not None, f"app-{i}: no line on its page"
+        assert row["origin"]["file"] == "apps/all.yaml"
+        assert row["origin"]["line"] == line_of(documents[i], ("f:spec", "f:image"))
+    blame = [r for r in json.loads(body)["blame"] if r["object"].startswith("MyApp/")]
+    value = next(
+        r for r in blame if r["path"].startswith("spec.env") and r["path"].endswith("value")
+    )
+    want = line_of(documents[17], ("f:spec", "f:env", 'k:{"name":"MODE"}', "f:value"))
+    assert value["origin"]["line"] == want
+    # what the page shows of Git is what the API server holds for that MyApp
+    held = get(kube, "MyApp", namespace, "app-17")
+    assert held is not None and held["spec"]["image"] == "nginx:1.27"
+    assert rows[17] is not None and rows[17]["live"] == held["spec"]["image"]

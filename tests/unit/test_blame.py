@@ -18,11 +18,12 @@ from gitsync.engine.blame import (
     render_text,
     rendered_from,
 )
-from gitsync.engine.fieldpaths import line_of
+from gitsync.engine.fieldpaths import line_in, line_of
 from gitsync.errors import ConfigError, SourceError
 from gitsync.model.render import render
 from gitsync.source._yaml import Loader
 from gitsync.source.gitblame import find_document, parse_porcelain, revision_sha, view
+from gitsync.source.manifests import load
 
 A = "a" * 40
 B = "b" * 40
@@ -82,6 +83,29 @@ def test_line_of_follows_fields_and_keyed_items() -> None:
     assert line_of(node, ("f:spec", "f:env", 'k:{"name":"LEVEL"}', "f:value")) == 13
     assert line_of(node, ("f:spec", "f:env", 'k:{"name":"MODE"}')) == 10
     assert line_of(node, ("f:spec", "f:port")) is None
+
+
+def test_the_lines_the_loader_keeps_give_the_lines_the_nodes_give(tmp_path: Path) -> None:
+    """The drift page has no YAML nodes, only what the loader kept of them: the same
+    lines, keyed items included, for a MyApp in the middle of a multi-document file."""
+    other = MANIFEST.replace("name: web", "name: api")
+    text = other + "---\n" + MANIFEST + "---\n" + other.replace("name: api", "name: db")
+    (tmp_path / "apps.yaml").write_text(text)
+    loaded = load(tmp_path)
+    assert loaded.ok
+    web = next(a for a in loaded.apps if a.key == "shop/web")
+    node = list(yaml.compose_all(text, Loader=Loader))[1]
+    paths = [
+        ("f:metadata", "f:name"),
+        ("f:spec", "f:image"),
+        ("f:spec", "f:replicas"),
+        ("f:spec", "f:env", 'k:{"name":"LEVEL"}', "f:value"),
+        ("f:spec", "f:env", 'k:{"name":"MODE"}'),
+    ]
+    assert [line_in(web.lines, web.obj, p) for p in paths] == [line_of(node, p) for p in paths]
+    assert line_in(web.lines, web.obj, ("f:spec", "f:image")) == 14 + 7
+    assert line_in(web.lines, web.obj, ("f:spec", "f:env", 'k:{"name":"NONE"}')) is None
+    assert line_in(web.lines, web.obj, ("f:spec", "f:port")) is None
 
 
 def test_rendered_fields_point_to_the_myapp_field_they_come_from() -> None:

@@ -212,6 +212,9 @@ def test_probes_follow_the_daemon() -> None:
     # probes are answered on the reading thread, a webhook never is
     assert Routes.inline(get("/readyz")) and Routes.inline(get("/healthz"))
     assert not Routes.inline(get("/hooks/git", "POST")) and not Routes.inline(get("/metrics"))
+    # the webhook has a worker of its own; the page shares the pool
+    assert Routes.urgent(get("/hooks/git", "POST"))
+    assert not Routes.urgent(get("/api/v1/apps")) and not Routes.urgent(get("/"))
 
 
 def test_metrics_are_the_daemons_in_prometheus_text() -> None:

@@ -264,7 +264,7 @@ def test_probes_answer_while_every_worker_is_busy() -> None:
     try:
         for sock in slow:
             sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        settle(lambda: server._work.qsize() >= 2)  # both workers taken, two waiting
+        settle(lambda: server._work["pool"].qsize() >= 2)  # both workers taken, two waiting
         status, seconds = healthz(server)
         assert status == 200 and seconds < 2, seconds
     finally:
@@ -301,3 +301,124 @@ def test_trickled_bodies_cannot_turn_real_deliveries_away() -> None:
         finally:
             for sock in trickling:
                 sock.close()
+
+
+def test_a_polled_page_never_locks_out_the_probes_or_the_webhook() -> None:
+    """256 page requests that have fully arrived and wait on a stuck handler: those
+    past the pool's queue are answered 503 at once instead of holding every connection,
+    so the kubelet's probes and a push (its own worker) are still answered."""
+    release = threading.Event()
+    metrics = standard()
+
+    def handler(request: Request) -> Response:
+        if request.path == "/healthz":
+            return Response(200, "ok\n")
+        if request.path == "/hooks/git":
+            return Response(202, "sync triggered\n")
+        release.wait(60)  # the page, stuck (a huge manifest, a slow machine)
+        return Response(200, "page\n")
+
+    limits = Limits()
+    server = Server(
+        ("127.0.0.1", 0),
+        handler,
+        limits,
+        metrics,
+        inline=lambda r: r.path == "/healthz",
+        urgent=lambda r: r.path == "/hooks/git",
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    page = [connect(server) for _ in range(limits.max_connections)]
+    try:
+        for sock in page:
+            sock.sendall(b"GET /api/v1/apps/shop/web HTTP/1.1\r\nHost: x\r\n\r\n")
+
+        def dispatched() -> int:
+            handling = sum(1 for c in list(server._conns.values()) if c.state == "handling")
+            shed = metrics.get("gitsync_http_refused_total", reason="queue")
+            return handling + int(shed)
+
+        settle(lambda: dispatched() == len(page))  # every page request read whole
+        probes = [healthz(server)[0] for _ in range(8)]
+        assert probes == [200] * 8
+        hook = b"POST /hooks/git HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        assert exchange(server, hook)[0] == 202
+        release.set()
+        statuses = [read_response(sock)[0] for sock in page]
+        queued = limits.workers + limits.max_queued
+        assert statuses.count(200) == queued and statuses.count(503) == len(page) - queued
+    finally:
+        release.set()
+        for sock in page:
+            sock.close()
+        server.shutdown()
+        thread.join(10)
+
+
+def test_a_push_is_not_queued_behind_the_page() -> None:
+    """With connections to spare, a webhook request still does not wait for the page's
+    workers: it has a worker of its own."""
+    release = threading.Event()
+
+    def handler(request: Request) -> Response:
+        if request.path == "/hooks/git":
+            return Response(202, "sync triggered\n")
+        release.wait(60)
+        return Response(200, "page\n")
+
+    limits = Limits(workers=2)
+    server = Server(("127.0.0.1", 0), handler, limits, urgent=lambda r: r.path == "/hooks/git")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    page = [connect(server) for _ in range(limits.workers + 2)]
+    try:
+        for sock in page:
+            sock.sendall(b"GET /api/v1/apps HTTP/1.1\r\nHost: x\r\n\r\n")
+        settle(lambda: server._work["pool"].qsize() >= 2)  # both workers taken, two waiting
+        hook = b"POST /hooks/git HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        assert exchange(server, hook)[0] == 202
+    finally:
+        release.set()
+        for sock in page:
+            sock.close()
+        server.shutdown()
+        thread.join(10)
+
+
+def test_clients_that_never_take_their_answers_cannot_keep_the_probes_out() -> None:
+    """Answers that their clients do not read hold connections until the deadline; a
+    newcomer takes the place of the one slowest to take its answer."""
+    big = "x" * (8 << 20)  # more than the socket buffers of both ends hold
+
+    def handler(request: Request) -> Response:
+        return Response(200, "ok\n" if request.path == "/healthz" else big)
+
+    metrics = standard()
+    limits = Limits(max_connections=4, request_timeout=30.0)
+    server = Server(
+        ("127.0.0.1", 0), handler, limits, metrics, inline=lambda r: r.path == "/healthz"
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    readers = []
+    try:
+        for _ in range(limits.max_connections):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(server.server_address)
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            readers.append(sock)
+        settle(
+            lambda: (
+                sum(1 for c in list(server._conns.values()) if c.state == "writing")
+                == limits.max_connections
+            )
+        )
+        assert healthz(server)[0] == 200
+        assert metrics.get("gitsync_http_refused_total", reason="connections") == 1
+    finally:
+        for sock in readers:
+            sock.close()
+        server.shutdown()
+        thread.join(10)

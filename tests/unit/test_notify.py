@@ -159,6 +159,76 @@ def test_slow_receiver_never_blocks_and_overflow_is_counted() -> None:
         fast.close()
 
 
+class Trickler:
+    """A receiver that reads the request, then answers 200 one byte at a time, each
+    byte well within the per-read timeout; it records how much of the answer it sent
+    before the sender hung up."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+    def __init__(self, gap: float) -> None:
+        self.gap = gap
+        self.sent = -1
+        self.done = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(
+                next(
+                    v
+                    for k, _, v in (h.partition(b": ") for h in head.split(b"\r\n"))
+                    if k.lower() == b"content-length"
+                )
+            )
+            while len(body) < length:
+                body += conn.recv(4096)
+            sent = 0
+            try:
+                for i in range(len(self.ANSWER)):
+                    conn.sendall(self.ANSWER[i : i + 1])
+                    sent += 1
+                    time.sleep(self.gap)
+            except OSError:
+                pass
+            self.sent = sent
+        self.done.set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_receiver_trickling_its_answer_is_cut_off_at_the_attempt_timeout() -> None:
+    # 57 bytes 0.1 s apart: each read waits 0.1 s (far below the timeout), the answer
+    # takes 6 s; the attempt as a whole may take 0.5 s
+    r = Trickler(gap=0.1)
+    try:
+        notifier = _notifier([r.url], timeout=0.5, attempts=1)
+        notifier.publish(_notification())
+        assert r.done.wait(30), "the receiver never finished"
+        wait_until(
+            lambda: (
+                notifier.metrics.get("gitsync_notifications_total", result="failed")
+                or notifier.metrics.get("gitsync_notifications_total", result="delivered")
+            ),
+            timeout=10,
+            what="the attempt's outcome",
+        )
+        notifier.stop()
+    finally:
+        r.close()
+    assert 0 <= r.sent < len(Trickler.ANSWER), "the whole trickled answer was waited for"
+    assert notifier.metrics.get("gitsync_notifications_total", result="failed") == 1
+    assert notifier.metrics.get("gitsync_notifications_total", result="delivered") == 0
+
+
 def test_the_same_id_is_queued_once(receiver: Receiver) -> None:
     notifier = _notifier([receiver.url])
     notifier.publish(_notification(1))
