@@ -216,3 +216,28 @@ def test_bad_urls_are_refused_without_echoing_the_path() -> None:
     with pytest.raises(ConfigError) as e:
         Notifier(["ftp://host/secret-token-path"], NotifyOptions())
     assert "secret-token-path" not in str(e.value)
+
+
+def test_env_values_appear_in_no_notification_format() -> None:
+    secret, live = "xoxb-s3cr3t-from-git", "xoxb-s3cr3t-set-by-hand"
+    app = {"metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "7"}}
+    path = "spec.template.spec.containers[name=app].env[name=TOKEN].value"
+    entries = [
+        {"object": "Deployment/web", "path": path, "desired": secret, "live": live},
+        {"object": "MyApp/web", "path": "spec.env", "desired": [{"name": "T", "value": secret}]},
+        {
+            "object": "Deployment/web",
+            "path": path,
+            "desired": secret,
+            "live": live,
+            "conflict": True,
+        },
+    ]
+    sent = from_event(app, "Drifted", f"drift detected: {path}", "t", {"drift": entries})
+    assert [n.event for n in sent] == ["drift.detected", "conflict"]
+    for n in sent:
+        for fmt in ("json", "slack", "teams"):
+            body = payload(n, fmt)
+            assert secret.encode() not in body and live.encode() not in body, (n.event, fmt)
+    shown = sent[0].details["drift"][0]
+    assert shown["path"] == path and shown["desired"] != shown["live"]
