@@ -22,7 +22,7 @@ from gitsync.cli.options import (
 )
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.notification import FORMATS
-from gitsync.daemon.notify import Notifier
+from gitsync.daemon.notify import Notifier, target_of
 from gitsync.errors import ConfigError
 
 
@@ -45,6 +45,21 @@ def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
         return f
 
     return wrap
+
+
+def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
+    """A click callback: ``check``'s ConfigError becomes a usage error (exit 2)."""
+
+    def callback(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+        try:
+            check(values)
+        except ConfigError as e:
+            # click names the flag itself
+            flag = param.opts[0] if param.opts else ""
+            raise click.BadParameter(str(e).removeprefix(flag).lstrip(": ")) from None
+        return values
+
+    return callback
 
 
 @click.command()
@@ -113,6 +128,7 @@ def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
     "--notify-url",
     env="NOTIFY_URL",
     multiple=True,
+    callback=_usage(lambda urls: [target_of(u) for u in urls]),
     help="POST drift, conflict, sync and prune notifications here (repeatable; "
     "slack+https:// or teams+https:// for those formats).",
 )

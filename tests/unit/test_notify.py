@@ -212,9 +212,20 @@ def test_formats_by_scheme_host_or_flag() -> None:
     assert json.loads(payload(n, "json"))["id"] == "id-1"
 
 
-def test_bad_urls_are_refused_without_echoing_the_path() -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://host/secret-token-path",
+        "http://host:80a/secret-token-path",
+        "https://host:99999/secret-token-path",
+        "https://host:0/secret-token-path",
+        "slack+https://[::1/secret-token-path",
+    ],
+)
+def test_bad_urls_are_refused_without_echoing_the_path(url: str) -> None:
     with pytest.raises(ConfigError) as e:
-        Notifier(["ftp://host/secret-token-path"], NotifyOptions())
+        Notifier([url], NotifyOptions())
+    assert str(e.value).startswith("--notify-url")
     assert "secret-token-path" not in str(e.value)
 
 
