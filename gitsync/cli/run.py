@@ -21,6 +21,7 @@ from gitsync.cli.options import (
     watch_namespace_option,
 )
 from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.notification import FORMATS
 from gitsync.daemon.notify import Notifier, target_of
 from gitsync.errors import ConfigError
@@ -153,6 +154,14 @@ def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
     show_default=True,
     help="Serve the read-only drift page at / (and /api/v1/apps) on --listen.",
 )
+@opt(
+    "--ui-allowed-hosts",
+    env="UI_ALLOWED_HOSTS",
+    multiple=True,
+    callback=_usage(AllowedHosts),
+    help="Host names the drift page answers besides localhost, 127.0.0.1, [::1] and the "
+    "address it was reached at (the Pod IP); repeatable. Others get 421 (DNS rebinding).",
+)
 @expected_errors(1)
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
@@ -185,6 +194,7 @@ def run(**kw: Any) -> None:
         http_request_timeout=kw["http_request_timeout"],
         http_max_connections=kw["http_max_connections"],
         ui=kw["ui"],
+        ui_allowed_hosts=tuple(kw["ui_allowed_hosts"]),
     )
     code = Daemon(controller, syncer, options, metrics).run()
     if notifier is not None:

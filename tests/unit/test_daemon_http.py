@@ -191,7 +191,9 @@ def routes(host: FakeHost, rate: float = 100.0, burst: int = 100, ui: bool = Fal
 
 
 def get(path: str, method: str = "GET", body: bytes = b"", **headers: str) -> Request:
-    return Request(method, path, {k.replace("_", "-"): v for k, v in headers.items()}, body, "")
+    # a browser's Host on a port-forward, unless a test says otherwise
+    sent = {"Host": "localhost:8080", **{k.replace("_", "-"): v for k, v in headers.items()}}
+    return Request(method, path, sent, body, "")
 
 
 def hook(n: int, delivery: str) -> Request:
