@@ -21,8 +21,9 @@ from gitsync.cli.options import (
     watch_namespace_option,
 )
 from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.notification import FORMATS
-from gitsync.daemon.notify import Notifier
+from gitsync.daemon.notify import Notifier, target_of
 from gitsync.errors import ConfigError
 
 
@@ -45,6 +46,21 @@ def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
         return f
 
     return wrap
+
+
+def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
+    """A click callback: ``check``'s ConfigError becomes a usage error (exit 2)."""
+
+    def callback(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+        try:
+            check(values)
+        except ConfigError as e:
+            # click names the flag itself
+            flag = param.opts[0] if param.opts else ""
+            raise click.BadParameter(str(e).removeprefix(flag).lstrip(": ")) from None
+        return values
+
+    return callback
 
 
 @click.command()
@@ -113,6 +129,7 @@ def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
     "--notify-url",
     env="NOTIFY_URL",
     multiple=True,
+    callback=_usage(lambda urls: [target_of(u) for u in urls]),
     help="POST drift, conflict, sync and prune notifications here (repeatable; "
     "slack+https:// or teams+https:// for those formats).",
 )
@@ -136,6 +153,14 @@ def limits(**flags: tuple[float | int, str]) -> Callable[[F], F]:
     default=True,
     show_default=True,
     help="Serve the read-only drift page at / (and /api/v1/apps) on --listen.",
+)
+@opt(
+    "--ui-allowed-hosts",
+    env="UI_ALLOWED_HOSTS",
+    multiple=True,
+    callback=_usage(AllowedHosts),
+    help="Host names the drift page answers besides localhost, 127.0.0.1, [::1] and the "
+    "address it was reached at (the Pod IP); repeatable. Others get 421 (DNS rebinding).",
 )
 @expected_errors(1)
 def run(**kw: Any) -> None:
@@ -169,6 +194,7 @@ def run(**kw: Any) -> None:
         http_request_timeout=kw["http_request_timeout"],
         http_max_connections=kw["http_max_connections"],
         ui=kw["ui"],
+        ui_allowed_hosts=tuple(kw["ui_allowed_hosts"]),
     )
     code = Daemon(controller, syncer, options, metrics).run()
     if notifier is not None:

@@ -22,6 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import webhook
+from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpserver import Limits, Server
 from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
@@ -53,6 +54,8 @@ class DaemonOptions:
     http_max_connections: int = 256
     #: the read-only drift page at / and /api/v1/apps
     ui: bool = True
+    #: Host names the page answers besides loopback and the address it was reached at
+    ui_allowed_hosts: tuple[str, ...] = ()
 
 
 class Daemon:
@@ -94,7 +97,7 @@ class Daemon:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
         self._later: threading.Timer | None = None
         page = DriftPage(controller, syncer) if options.ui else None
-        self.routes = Routes(self, receiver, page)
+        self.routes = Routes(self, receiver, page, AllowedHosts(options.ui_allowed_hosts))
         limits = Limits(
             request_timeout=options.http_request_timeout,
             max_connections=options.http_max_connections,

@@ -25,6 +25,8 @@ class Request:
     headers: dict[str, str]
     body: bytes
     peer: str
+    #: the address the connection arrived at (the Pod IP, or loopback)
+    local: str = ""
 
 
 @dataclass(frozen=True)

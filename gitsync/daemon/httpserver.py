@@ -77,6 +77,7 @@ class _Conn:
     sock: socket.socket
     peer: str
     deadline: float
+    local: str = ""
     state: State = "head"
     buf: bytearray = field(default_factory=bytearray)
     need: int = 0
@@ -231,7 +232,9 @@ class Server:
                 self._refuse(sock)
                 continue
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
-            conn = _Conn(sock, peer, self._clock() + self.limits.request_timeout)
+            conn = _Conn(
+                sock, peer, self._clock() + self.limits.request_timeout, local=_local(sock)
+            )
             self._conns[sock] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
@@ -319,7 +322,7 @@ class Server:
 
     def _dispatch(self, conn: _Conn) -> None:
         body = bytes(conn.buf[: conn.need])
-        request = Request(conn.method, conn.path, conn.headers, body, conn.peer)
+        request = Request(conn.method, conn.path, conn.headers, body, conn.peer, conn.local)
         conn.buf = bytearray()
         if self.inline(request):
             self._answer(conn, self._call(request))
@@ -433,3 +436,10 @@ class Server:
     def _count(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.inc("gitsync_http_refused_total", reason=reason)
+
+
+def _local(sock: socket.socket) -> str:
+    try:
+        return str(sock.getsockname()[0])
+    except OSError:
+        return ""  # gone already: the first read will say so

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
+from gitsync.engine import redact
 from gitsync.model.api import KIND, Obj
 
 EventKind = Literal[
@@ -108,7 +109,13 @@ def _make(
         default=str,
     )
     nid = hashlib.sha256(basis.encode()).hexdigest()[:32]
-    return Notification(nid, kind, who, message, time, details)
+    # env values never leave the cluster (the id above is over the real ones: a digest
+    # of what the receiver cannot see, so it does not change with the daemon's key)
+    shown = {
+        k: redact.drift_entries(v) if k in ("drift", "conflicts") and isinstance(v, list) else v
+        for k, v in details.items()
+    }
+    return Notification(nid, kind, who, message, time, shown)
 
 
 def format_for(url: str, configured: str = "auto") -> tuple[Format, str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.notification import (
@@ -59,20 +59,37 @@ class NotifyOptions:
     timeout: float = 5.0
 
 
-class _Target:
-    def __init__(self, url: str, configured_format: str, size: int) -> None:
+def target_of(url: str, configured_format: str = "auto") -> tuple[Format, SplitResult, str]:
+    """(payload format, the URL to POST to, how logs name it) of a ``--notify-url``,
+    or a :class:`ConfigError` naming the flag, and of the URL only scheme and host: a
+    webhook URL's path (Slack's, Teams') is its secret."""
+    try:
         fmt, post_url = format_for(url, configured_format)
         parts = urlsplit(post_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            # the message names scheme and host only: a webhook URL's path is its secret
-            raise ConfigError(
-                f"--notify-url {parts.scheme or '?'}://{parts.hostname or '?'}/…: "
-                "only http:// and https:// URLs (optionally slack+ or teams+) are supported"
-            )
+        scheme, hostname = parts.scheme, parts.hostname
+    except ValueError:  # an IPv6 host without its "]"
+        raise ConfigError("--notify-url: not a URL (a host in brackets not closed?)") from None
+    where = f"--notify-url {scheme or '?'}://{hostname or '?'}/…"
+    if scheme not in ("http", "https") or not hostname:
+        raise ConfigError(
+            f"{where}: only http:// and https:// URLs (optionally slack+ or teams+) are supported"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535: urllib's message quotes it
+        port = 0
+    if port == 0:
+        raise ConfigError(f"{where}: the port is not a number from 1 to 65535")
+    return fmt, parts, f"{scheme}://{hostname}" + (f":{port}" if port else "")
+
+
+class _Target:
+    def __init__(self, url: str, configured_format: str, size: int) -> None:
+        fmt, parts, name = target_of(url, configured_format)
         self.format: Format = fmt
         self.parts = parts
         #: how logs and metrics name it: never the path or query (Slack's token is there)
-        self.name = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        self.name = name
         self.queue: queue.Queue[Notification | None] = queue.Queue(size)
         self.thread: threading.Thread | None = None
 

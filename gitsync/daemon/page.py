@@ -7,7 +7,9 @@ script (:data:`SCRIPT`) only ever sets ``textContent``.
 
 What the documents hold is chosen, not copied: no managedFields, no annotations, no
 spec beyond image and replicas, nothing of the daemon's configuration (the webhook
-secret, Git credentials), so the unauthenticated endpoint gives away no secret.
+secret, Git credentials), so the unauthenticated endpoint gives away no secret. Env
+values, which the drift and blame tables would otherwise show, are hidden
+(:mod:`gitsync.engine.redact`): the page says that one differs and who changed it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from gitsync.engine import redact
 from gitsync.engine.blame import BlameRow, describe
 from gitsync.model.api import Obj, key_of
 
@@ -43,8 +46,7 @@ def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
     source = st.get("source") or {}
     drift = [
         {**{k: d[k] for k in DRIFT_FIELDS if k in d}, "conflict": bool(d.get("conflict"))}
-        for d in st.get("drift") or []
-        if isinstance(d, dict)
+        for d in redact.drift_entries(d for d in st.get("drift") or [] if isinstance(d, dict))
     ]
     conditions = {
         str(c.get("type")): str(c.get("status"))
@@ -84,10 +86,13 @@ def apps_doc(
 
 def blame_doc(app: Obj, rows: list[BlameRow]) -> Obj:
     """``/api/v1/apps/<ns>/<name>``: the app and its blame table."""
-    return {
-        "app": app,
-        "blame": [{**r.to_json(), "describe": describe(r.origin)} for r in rows],
-    }
+    blame = []
+    for r in rows:
+        row = r.to_json()
+        for k in redact.VALUE_KEYS:
+            row[k] = redact.hidden(r.path, row[k])
+        blame.append({**row, "describe": describe(r.origin)})
+    return {"app": app, "blame": blame}
 
 
 # --- HTML ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Literal, Protocol
 
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import webhook
+from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpproto import Request, Response
 from gitsync.daemon.ui import DriftPage
 
@@ -39,11 +40,19 @@ class Host(Protocol):
 
 
 class Routes:
-    def __init__(self, host: Host, receiver: webhook.Receiver, page: DriftPage | None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        receiver: webhook.Receiver,
+        page: DriftPage | None,
+        allowed_hosts: AllowedHosts | None = None,
+    ) -> None:
         self.host = host
         self.receiver = receiver
         #: the read-only drift page; None with --no-ui
         self.page = page
+        #: the Host names the page answers (probes, /metrics and the webhook answer any)
+        self.allowed_hosts = allowed_hosts or AllowedHosts()
 
     @staticmethod
     def inline(request: Request) -> bool:
@@ -61,6 +70,10 @@ class Routes:
                 return Response(405, "method not allowed\n", headers=(("Allow", "POST"),))
             return self._webhook(request)
         if self.page is not None and self.page.handles(request.path):
+            if not self.allowed_hosts.allows(request.headers, request.local):
+                # DNS rebinding (see hosts). 421, not 403: not "you may not", but "this
+                # server does not serve that name", which is what a rebound name is
+                return Response(421, "misdirected request: this Host is not served here\n")
             return self.page.handle(request)
         if request.path not in (*PROBES, "/metrics"):
             return Response(404, "not found\n")

@@ -32,6 +32,7 @@ from gitsync.engine.managedfields import (
     Path,
     human_path,
 )
+from gitsync.errors import printable
 from gitsync.model.api import (
     DEFAULT_FORCE_MANAGERS,
     FIELD_MANAGER,
@@ -355,26 +356,30 @@ def describe(origin: Origin) -> str:
 
 
 def render_text(rows: list[BlameRow]) -> str:
-    width = max((len(r.path) for r in rows), default=0)
+    """The text table. Commit subjects, authors, file names and values come from whoever
+    can push or edit an object: each cell is :func:`printable`, so that no escape
+    sequence (OSC 52 writes the terminal's clipboard) reaches the terminal and every row
+    stays one line, as in ``gitsync drift`` and ``diff``."""
+    width = max((len(printable(r.path)) for r in rows), default=0)
     vwidth = max((len(_show(r.live)) for r in rows), default=0)
     out: list[str] = []
     current = ""
     for r in rows:
         if r.object != current:
             current = r.object
-            out.append(r.object)
+            out.append(printable(r.object))
         live = _show(r.live)
         text = describe(r.origin)
         if r.drifted:
             wanted = f" {describe(r.wanted)}" if r.wanted is not None else ""
             text += f"; Git says {_show(r.desired)}{wanted}"
-        out.append(f"  {r.path.ljust(width)}  {live.ljust(vwidth)}  {text}")
+        out.append(f"  {printable(r.path).ljust(width)}  {live.ljust(vwidth)}  {printable(text)}")
     return "\n".join(out) + "\n"
 
 
 def _show(value: Any, width: int = 40) -> str:
     if value is None:
         return "<none>"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = printable(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
     # the text table stays readable; -o json and yaml give whole values
     return text if len(text) <= width else text[: width - 1] + "…"

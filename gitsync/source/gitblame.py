@@ -19,7 +19,7 @@ import git
 import yaml
 
 from gitsync.engine.blame import Commit, GitView
-from gitsync.errors import SourceError
+from gitsync.errors import SourceError, one_line, plain_or_quote
 from gitsync.model.api import SOURCE_PATH_ANNOTATION, Obj
 from gitsync.source._yaml import Loader
 
@@ -58,15 +58,18 @@ def view(myapp: Obj, repo_dir: Path | None, *, timeout: float = 30.0) -> GitView
         raise SourceError(f"{repo_dir} is not a Git repository") from None
     try:
         if sha:
-            text = _git(repo, timeout, "show", f"{sha}:{file}", what=f"{file} at {sha[:7]}")
+            where = plain_or_quote(file)
+            text = _git(repo, timeout, "show", f"{sha}:{file}", what=f"{where} at {sha[:7]}")
             lines = parse_porcelain(
-                _git(repo, timeout, "blame", "--porcelain", sha, "--", file, what=file)
+                _git(repo, timeout, "blame", "--porcelain", sha, "--", file, what=where)
             )
         else:  # synced from a plain directory: the files as they are, no history
             text = (Path(repo.working_tree_dir or repo_dir) / file).read_text()
             lines = {}
     except OSError as e:
-        raise SourceError(f"cannot read {file} in {repo_dir}: {e.strerror}") from None
+        raise SourceError(
+            f"cannot read {plain_or_quote(file)} in {repo_dir}: {e.strerror}"
+        ) from None
     finally:
         repo.close()
     node, obj = find_document(text, myapp, file)
@@ -93,7 +96,8 @@ def _git(repo: git.Repo, timeout: float, command: str, *args: str, what: str) ->
             else ""
         )
         first = stderr.splitlines()[0] if stderr else "failed"
-        raise SourceError(f"git {command} {what}: {first[:300]}{hint}") from None
+        # git's message may quote the file name: one line, escaped, as everything from Git
+        raise SourceError(f"git {command} {what}: {one_line(first)}{hint}") from None
     except git.GitError as e:
         raise SourceError(f"git {command} {what}: {type(e).__name__}") from None
     return str(out)
@@ -140,7 +144,8 @@ def find_document(text: str, myapp: Obj, file: str) -> tuple[yaml.Node, Obj]:
         nodes = list(yaml.compose_all(text, Loader=Loader))
         values: list[Any] = list(yaml.load_all(text, Loader=Loader))  # a SafeLoader
     except yaml.YAMLError as e:
-        raise SourceError(f"{file}: not valid YAML: {str(e).splitlines()[0]}") from None
+        problem = one_line(str(e).splitlines()[0])
+        raise SourceError(f"{plain_or_quote(file)}: not valid YAML: {problem}") from None
     for node, obj in zip(nodes, values, strict=False):
         if node is None or not isinstance(obj, dict):
             continue
@@ -148,4 +153,6 @@ def find_document(text: str, myapp: Obj, file: str) -> tuple[yaml.Node, Obj]:
         same_ns = m.get("namespace") in (None, meta.get("namespace"))
         if obj.get("kind") == "MyApp" and m.get("name") == meta.get("name") and same_ns:
             return node, obj
-    raise SourceError(f"{file} declares no MyApp {meta.get('name')!r} at this revision")
+    raise SourceError(
+        f"{plain_or_quote(file)} declares no MyApp {meta.get('name')!r} at this revision"
+    )

@@ -5,6 +5,9 @@ field manager."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ from gitsync.kube.client import Kube
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_drift import kubectl
-from tests.support import app_yaml
+from tests.support import app_yaml, get
 
 
 def _commit_as(upstream: Upstream, author: str, files: dict[str, str | None], msg: str) -> str:
@@ -143,3 +146,44 @@ def test_blame_errors_exit_2_in_one_line(
     bad = gitsync(kubeconfig, "blame", "a/b/c/d")
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and "is not MyApp/namespace/name" in bad.stderr
+
+
+OSC52 = "\x1b]52;c;aGFja2Vk\x07"  # "hacked" into the terminal's clipboard
+
+
+def _here(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI of this checkout (the console script may belong to another)."""
+    env = {**os.environ, "KUBECONFIG": kubeconfig, "GITSYNC_LOG_FORMAT": "text"}
+    return subprocess.run(
+        [sys.executable, "-c", "from gitsync.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
+
+
+def test_blame_text_escapes_commit_subjects_and_values(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, upstream: Upstream, tmp_path: Path
+) -> None:
+    env = '[{name: X, value: "\\e]52;c;aGFja2Vk\\a"}]'  # YAML's escapes: ESC ... BEL
+    sha = _commit_as(
+        upstream, "Mallory", {"apps/web.yaml": app_yaml(namespace, "web", env=env)}, f"add{OSC52}"
+    )
+    sync = _here(
+        kubeconfig,
+        *("sync", "--repo", upstream.file_url, "--path", "apps"),
+        *("--cache-dir", str(tmp_path / "cache"), "--allowed-namespaces", namespace),
+        *("--status-namespace", namespace),
+    )
+    assert sync.returncode == 0, sync.stderr
+    myapp = get(kube, "MyApp", namespace, "web")
+    assert myapp is not None and myapp["spec"]["env"] == [{"name": "X", "value": OSC52}]
+    assert OSC52 in upstream.wgit("log", "-1", "--format=%s", sha)  # git kept it too
+
+    out = _here(kubeconfig, "blame", f"MyApp/{namespace}/web", "--repo", str(upstream.work))
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    # the value and the subject, shown escaped
+    assert out.stdout.count("\\x1b]52;c;aGFja2Vk\\x07") >= 3, out.stdout

@@ -7,6 +7,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +118,29 @@ def test_prune_done_then_sync_failed_and_prune_skipped(
 
 def _all(receiver: Receiver) -> list[dict[str, Any]]:
     return [json.loads(body) for _, body, _ in receiver.received]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://hooks.example.com:80a/services/T0/B0/SECRETPATH",
+        "https://hooks.example.com:99999/SECRETPATH",
+        "slack+https://[::1/SECRETPATH",
+    ],
+)
+def test_a_bad_notify_url_is_a_usage_error_naming_the_flag(kubeconfig: str, url: str) -> None:
+    """Refused as the flags are read, before anything starts: the port of a URL was only
+    read by the notifier, after the cluster was reached, and ended in a traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITSYNC_", "KUBE"))}
+    args = ["run", "--kubeconfig", kubeconfig, "--no-leader-elect", "--notify-url", url]
+    proc = subprocess.run(
+        [sys.executable, "-c", "from gitsync.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=Path(__file__).parents[2],  # this checkout's gitsync
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "SECRETPATH" not in proc.stderr
+    assert "Invalid value for '--notify-url'" in proc.stderr

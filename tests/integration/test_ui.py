@@ -14,13 +14,19 @@ from typing import Any
 import pytest
 import yaml
 
+from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.daemon.notify import Notifier, NotifyOptions
 from gitsync.engine.fieldpaths import line_of
 from gitsync.kube.client import Kube
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source._yaml import Loader
-from tests.gitserver import Upstream
-from tests.integration.test_daemon import SECRET, Running, start_daemon
+from tests.gitserver import Upstream, free_port
+from tests.integration.test_daemon import SECRET, Running, running_daemon, start_daemon
 from tests.integration.test_drift import kubectl
+from tests.integration.test_sync import syncer
 from tests.support import app_yaml, get, wait_until
+from tests.unit.test_notify import Receiver
 
 EVIL = '"<script>alert(1)</script>"'
 
@@ -33,9 +39,8 @@ def page_daemon(
         {
             # report: the drift stays for the page to show (correct would undo it at once)
             "apps/web.yaml": app_yaml(namespace, "web", replicas=2, driftPolicy="report"),
-            "apps/evil.yaml": app_yaml(
-                namespace, "evil", env=f"[{{name: X, value: {EVIL}}}]", driftPolicy="report"
-            ),
+            # the image: env values are never shown (see the test below)
+            "apps/evil.yaml": app_yaml(namespace, "evil", image=EVIL, driftPolicy="report"),
         }
     )
     for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
@@ -133,6 +138,94 @@ def test_page_is_read_only(page_daemon: Running, namespace: str) -> None:
     assert from_page == []
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         assert page_daemon.http(method, "/api/v1/apps", b"{}")[0] == 405, method
+
+
+GIT_SECRET = "gs-Pa55w0rd-in-git-7f3a9c"
+LIVE_SECRET = "gs-Pa55w0rd-set-by-hand-41d2e8"
+
+
+def test_env_values_appear_nowhere_on_the_page_api_or_notifications(
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    cache_dir: Path,
+    kubectl_bin: str,
+    kubeconfig: str,
+) -> None:
+    """An env value that drifted (``kubectl set env``) is on the page, in its JSON API and
+    in a notification of every format as a digest: where, who, and that it differs."""
+    env = f"[{{name: DB_PASSWORD, value: {GIT_SECRET}}}]"
+    upstream.commit(
+        {"apps/vault.yaml": app_yaml(namespace, "vault", env=env, driftPolicy="report")}
+    )
+    receivers = {fmt: Receiver() for fmt in ("json", "slack", "teams")}
+    urls = [receivers["json"].url] + [f"{f}+{receivers[f].url}" for f in ("slack", "teams")]
+    controller = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    notifier = Notifier(urls, NotifyOptions(), metricslib.standard())
+    controller.events.listeners.append(notifier.on_event)
+    notifier.start()
+    port = free_port()
+    options = DaemonOptions(
+        listen=f"127.0.0.1:{port}", interval=3600, jitter=0, lease_namespace=namespace
+    )
+    daemon = Daemon(
+        controller, syncer(controller, upstream.file_url, cache_dir, namespace), options
+    )
+    try:
+        with running_daemon(daemon, port) as running:
+            wait_until(lambda: get(kube, "Deployment", namespace, "vault"), what="the Deployment")
+            kubectl(
+                kubectl_bin, kubeconfig, "-n", namespace,
+                "set", "env", "deployment/vault", f"DB_PASSWORD={LIVE_SECRET}",
+            )  # fmt: skip
+            # the API server holds both values: Git's on the MyApp, the edit on the Deployment
+            myapp, dep = (
+                get(kube, "MyApp", namespace, "vault"),
+                get(kube, "Deployment", namespace, "vault"),
+            )
+            assert myapp is not None and dep is not None
+            assert myapp["spec"]["env"] == [{"name": "DB_PASSWORD", "value": GIT_SECRET}]
+            container = dep["spec"]["template"]["spec"]["containers"][0]
+            assert container["env"] == [{"name": "DB_PASSWORD", "value": LIVE_SECRET}]
+
+            drift = wait_until(lambda: _drift_on_page(running, "vault"), what="drift on the page")
+            (entry,) = drift
+            assert "env[name=DB_PASSWORD]" in entry["path"]
+            assert entry["manager"].startswith("kubectl")
+            assert entry["desired"] != entry["live"]
+            for fmt in receivers:
+                wait_until(
+                    lambda f=fmt: [  # type: ignore[misc]
+                        b for _, b, _ in receivers[f].received if b"drift.detected" in b
+                    ],
+                    what=f"drift.detected in {fmt}",
+                )
+            pages = {
+                p: running.http("GET", p)
+                for p in (
+                    "/",
+                    "/api/v1/apps",
+                    f"/apps/{namespace}/vault",
+                    f"/api/v1/apps/{namespace}/vault",
+                )
+            }
+            assert all(code == 200 for code, _ in pages.values()), pages
+            blame = json.loads(pages[f"/api/v1/apps/{namespace}/vault"][1])["blame"]
+            env_rows = [r for r in blame if "DB_PASSWORD].value" in r["path"]]
+            assert {r["object"].split("/")[0] for r in env_rows} == {"MyApp", "Deployment"}
+    finally:
+        notifier.stop()
+        for receiver in receivers.values():
+            receiver.close()
+    shown = "".join(text for _, text in pages.values()).encode()
+    sent = {fmt: [body for _, body, _ in r.received] for fmt, r in receivers.items()}
+    for secret in (GIT_SECRET.encode(), LIVE_SECRET.encode()):
+        assert secret not in shown
+        for fmt, bodies in sent.items():
+            assert not [b for b in bodies if secret in b], fmt
+    drifted = [json.loads(b) for b in sent["json"] if json.loads(b)["event"] == "drift.detected"]
+    assert drifted and "DB_PASSWORD" in drifted[0]["details"]["drift"][0]["path"]
 
 
 def _image_row(running: Running, namespace: str, name: str) -> dict[str, Any] | None:

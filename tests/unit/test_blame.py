@@ -11,8 +11,10 @@ import yaml
 
 from gitsync.cli.blame import parse_target
 from gitsync.engine.blame import (
+    BlameRow,
     Commit,
     GitView,
+    Origin,
     blame,
     drifted,
     render_text,
@@ -240,3 +242,28 @@ def test_targets(target: str, ns: str | None, want: tuple[str, str]) -> None:
 def test_bad_targets(target: str, ns: str | None) -> None:
     with pytest.raises(ConfigError):
         parse_target(target, ns)
+
+
+def test_text_escapes_what_git_and_the_cluster_hold() -> None:
+    """A commit subject, an author, a file name or a value may hold an escape sequence
+    (OSC 52 writes the terminal's clipboard) or a newline (a forged row): printed
+    escaped, one row a line."""
+    osc52 = "\x1b]52;c;aGFja2Vk\x07"
+    commit = Commit(A, f"Mallory{osc52}", "2023-11-14T22:13:20Z", f"add web{osc52}\nforged")
+    origin = Origin("git", file="apps/we\x1bb.yaml", line=7, commit=commit)
+    rows = [
+        BlameRow(f"MyApp/shop/web{osc52}", "spec.image", f"nginx{osc52}", "nginx", origin),
+        BlameRow(
+            "MyApp/shop/web",
+            "spec.env[name=X].value",
+            f"v{osc52}",
+            "v",
+            Origin("drift", manager="kubectl\u202e", operation="Update"),
+            drifted=True,
+            wanted=origin,
+        ),
+    ]
+    text = render_text(rows)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert len(text.splitlines()) == 4  # two object headings, two rows
+    assert "\\x1b]52;c;aGFja2Vk\\x07" in text  # shown, escaped

@@ -191,7 +191,9 @@ def routes(host: FakeHost, rate: float = 100.0, burst: int = 100, ui: bool = Fal
 
 
 def get(path: str, method: str = "GET", body: bytes = b"", **headers: str) -> Request:
-    return Request(method, path, {k.replace("_", "-"): v for k, v in headers.items()}, body, "")
+    # a browser's Host on a port-forward, unless a test says otherwise
+    sent = {"Host": "localhost:8080", **{k.replace("_", "-"): v for k, v in headers.items()}}
+    return Request(method, path, sent, body, "")
 
 
 def hook(n: int, delivery: str) -> Request:
@@ -284,3 +286,19 @@ def test_no_ui_turns_the_page_off() -> None:
         assert r.handle(get("/metrics")).status == 200 and r.handle(get("/healthz")).status == 200
     doc = json.loads(on.handle(get("/api/v1/apps")).body)
     assert doc == {"sync": None, "apps": [], "drifted": 0}  # the operator alone
+
+
+@pytest.mark.parametrize("served", [{"ui_allowed_hosts": ("gitsync.example.com",)}], indirect=True)
+def test_the_daemon_answers_the_page_under_ui_allowed_hosts_only(served: Served) -> None:
+    def status(host: str) -> int:
+        req = urllib.request.Request(f"http://127.0.0.1:{served.port}/ui.js")
+        req.add_header("Host", host)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    assert status("gitsync.example.com:8080") == 200
+    assert status(f"localhost:{served.port}") == 200
+    assert status("rebound.attacker.example") == 421

@@ -282,7 +282,43 @@ def test_formats_by_scheme_host_or_flag() -> None:
     assert json.loads(payload(n, "json"))["id"] == "id-1"
 
 
-def test_bad_urls_are_refused_without_echoing_the_path() -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://host/secret-token-path",
+        "http://host:80a/secret-token-path",
+        "https://host:99999/secret-token-path",
+        "https://host:0/secret-token-path",
+        "slack+https://[::1/secret-token-path",
+    ],
+)
+def test_bad_urls_are_refused_without_echoing_the_path(url: str) -> None:
     with pytest.raises(ConfigError) as e:
-        Notifier(["ftp://host/secret-token-path"], NotifyOptions())
+        Notifier([url], NotifyOptions())
+    assert str(e.value).startswith("--notify-url")
     assert "secret-token-path" not in str(e.value)
+
+
+def test_env_values_appear_in_no_notification_format() -> None:
+    secret, live = "xoxb-s3cr3t-from-git", "xoxb-s3cr3t-set-by-hand"
+    app = {"metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "7"}}
+    path = "spec.template.spec.containers[name=app].env[name=TOKEN].value"
+    entries = [
+        {"object": "Deployment/web", "path": path, "desired": secret, "live": live},
+        {"object": "MyApp/web", "path": "spec.env", "desired": [{"name": "T", "value": secret}]},
+        {
+            "object": "Deployment/web",
+            "path": path,
+            "desired": secret,
+            "live": live,
+            "conflict": True,
+        },
+    ]
+    sent = from_event(app, "Drifted", f"drift detected: {path}", "t", {"drift": entries})
+    assert [n.event for n in sent] == ["drift.detected", "conflict"]
+    for n in sent:
+        for fmt in ("json", "slack", "teams"):
+            body = payload(n, fmt)
+            assert secret.encode() not in body and live.encode() not in body, (n.event, fmt)
+    shown = sent[0].details["drift"][0]
+    assert shown["path"] == path and shown["desired"] != shown["live"]

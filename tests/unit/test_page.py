@@ -91,3 +91,34 @@ def test_security_headers_allow_no_inline_or_foreign_script() -> None:
     csp = dict(page.SECURITY_HEADERS)["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "default-src 'none'" in csp
+
+
+def test_env_values_appear_nowhere_in_the_documents_or_html() -> None:
+    secret, live = "Pa55-w0rd-from-git", "Pa55-w0rd-set-by-hand"
+    env_path = "spec.template.spec.containers[name=app].env[name=DB_PASSWORD].value"
+    entry = {
+        "object": "Deployment/web",
+        "path": env_path,
+        "desired": secret,
+        "live": live,
+        "manager": "kubectl-set",
+        "operation": "Update",
+        "conflict": False,
+    }
+    myapp = _myapp(drift=[entry])
+    myapp["spec"]["env"] = [{"name": "DB_PASSWORD", "value": secret}]
+    rows = [
+        BlameRow(
+            "MyApp/shop/web", "spec.env[name=DB_PASSWORD].value", secret, secret, Origin("git")
+        ),
+        BlameRow("Deployment/shop/web", env_path, live, secret, Origin("drift"), drifted=True),
+    ]
+    index = page.apps_doc([myapp], {}, None)
+    app = page.blame_doc(page.app_doc(myapp, None), rows)
+    out = json.dumps(index) + page.index_html(index) + json.dumps(app) + page.app_html(app)
+    assert secret not in out and live not in out
+    # that it differs, where and who changed it: still there
+    (shown,) = index["apps"][0]["drift"]
+    assert shown["path"] == env_path and shown["manager"] == "kubectl-set"
+    assert shown["desired"] != shown["live"]
+    assert app["blame"][1]["drifted"] and app["blame"][1]["live"].startswith("hidden:")
