@@ -90,9 +90,6 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
     for key, other in sorted(refused.items()):
         click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
-    # the prune plan a sync carries out, guards and all
-    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
-    pruning = plan_prune(desired, tracked_by(myapps.values(), label), guard, manifests_ok=loaded.ok)
     settings = Settings(
         default_policy=kw["drift_policy"],
         force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
@@ -108,6 +105,15 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         instance=identity.name,
         allowed=common.allowed(kw),
         denied=common.denied(kw),
+    )
+    # the prune plan a sync carries out, guards and all, counting what it applies
+    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
+    pruning = plan_prune(
+        desired,
+        tracked_by(myapps.values(), label),
+        guard,
+        manifests_ok=loaded.ok,
+        applied=set(applied) - set(namespaces.missing),
     )
     changes = plan(applied, myapps, deployments, pruning, settings, namespaces)
     changes.revision = revision

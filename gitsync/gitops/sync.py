@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -193,8 +193,8 @@ class Syncer:
             log.error("invalid manifest: %s", err)
         info = SyncInfo(revision=str(rev), path="", time=now())
         desired = {app.key: app for app in loaded.apps}
-        # before applying: MyApps this pass creates must not dilute the prune
-        # guard's fraction (a rename of N apps would otherwise look like N of 2N)
+        # before applying: what the prune may delete is what was tracked when the pass
+        # began (the guard adds what the pass applies, see plan_prune)
         tracked = self.tracked()
         missing = self._namespaces(desired, result)
         for key, message in sorted(missing.items()):
@@ -220,7 +220,11 @@ class Syncer:
             # broken, what it declared may be in it, so nothing is let go
             for key in set(self.reconciler.git) - set(desired):
                 self.reconciler.git.pop(key, None)
-        self._prune(result, set(desired), tracked, loaded.ok)
+        # what the pass applied, counted by the prune guard as diff counts it: all it
+        # was given but what it refused (the refusals are the only failures known
+        # before applying; a MyApp whose Deployment failed is tracked all the same)
+        applied = {app.key for app in todo} - set(self._refused)
+        self._prune(result, set(desired), tracked, loaded.ok, applied)
         self._record(result, start)
         return result
 
@@ -336,12 +340,17 @@ class Syncer:
         return tracked_by(self.reconciler.myapps.items(), self.source_label)
 
     def _prune(
-        self, result: ChangeSet, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
+        self,
+        result: ChangeSet,
+        desired: set[str],
+        tracked: dict[str, Obj],
+        manifests_ok: bool,
+        applied: Collection[str] = (),
     ) -> None:
         """Carry out the prune plan ``gitsync diff`` shows (:func:`plan_prune`)."""
         o = self.options
         guard = PruneGuard(o.prune, o.allow_empty, o.prune_max_fraction)
-        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok)
+        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok, applied=applied)
         if planned.prune_skipped:
             result.prune_skipped = planned.prune_skipped
             log.warning("prune skipped: %s", planned.prune_skipped)

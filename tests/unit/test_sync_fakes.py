@@ -78,7 +78,9 @@ class World:
         desired = {app.key: myapp_body(app, label) for app in loaded.apps}
         myapps = {f"shop/{o['metadata']['name']}": o for o in self.myapps.items()}
         deployments = {f"shop/{o['metadata']['name']}": o for o in self.deployments.items()}
-        pruning = plan_prune(desired, self.syncer.tracked(), PruneGuard(), manifests_ok=loaded.ok)
+        tracked = self.syncer.tracked()
+        guard = PruneGuard()
+        pruning = plan_prune(desired, tracked, guard, manifests_ok=loaded.ok, applied=desired)
         return plan(desired, myapps, deployments, pruning)
 
 
@@ -131,6 +133,23 @@ def test_a_prune_the_guard_refuses_is_skipped_in_the_preview_and_the_pass(world:
     assert "2 of 3" in result.prune_skipped
     assert result.count("pruned") == preview.count("pruned") == 0
     assert all(any(p.endswith(f"/myapps/{n}") for p in world.cluster.store) for n in NAMES)
+
+
+def test_one_added_and_one_removed_of_two_settles_in_one_pass(world: World) -> None:
+    """The guard counts the MyApp the pass creates, as the next pass does: 1 of 3, not
+    1 of 2 (refused by this pass and carried out by the next)."""
+    world.declare("a", "b")
+    world.syncer.run()
+    world.declare("b", "c")
+    preview = world.preview()
+    result = world.syncer.run()
+    expected = {"a": "pruned", "b": "unchanged", "c": "created"}
+    assert myapp_actions(preview) == myapp_actions(result) == expected
+    assert result.prune_skipped is None and preview.prune_skipped is None
+    assert not any(p.endswith("/myapps/a") for p in world.cluster.store)
+    del world.myapps.objects["shop/a"]  # the watch brings the delete
+    settled = world.preview()
+    assert not settled.writes and settled.prune_skipped is None, settled.changes
 
 
 def test_the_sync_state_records_the_pass(world: World) -> None:
