@@ -6,8 +6,11 @@ gitsync with --adopt."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import ADOPT_ANNOTATION, SOURCE_LABEL
@@ -22,8 +25,25 @@ from tests.support import app_yaml, get, myapp, wait_until
 HAND_IMAGE = "nginx:1.25"
 
 
-def made_by_hand(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    return kube.create(path_of("MyApp", namespace), myapp(namespace, name, image=HAND_IMAGE))
+@dataclass(frozen=True)
+class Hand:
+    """Someone who makes MyApps with kubectl."""
+
+    kubectl_bin: str
+    kubeconfig: str
+    tmp: Path
+
+    def make(self, namespace: str, name: str) -> dict[str, Any]:
+        path = self.tmp / f"{name}.json"
+        path.write_text(json.dumps(myapp(namespace, name, image=HAND_IMAGE)))
+        out = kubectl(self.kubectl_bin, self.kubeconfig, "create", "-f", str(path), "-o", "json")
+        made: dict[str, Any] = json.loads(out)
+        return made
+
+
+@pytest.fixture
+def hand(kubectl_bin: str, kubeconfig: str, tmp_path: Path) -> Hand:
+    return Hand(kubectl_bin, kubeconfig, tmp_path)
 
 
 def untouched(kube: Kube, namespace: str, name: str) -> None:
@@ -47,9 +67,14 @@ def myapp_writes(diff_json: str) -> dict[str, str]:
 
 
 def test_a_push_neither_takes_over_nor_prunes_a_myapp_made_by_hand(
-    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+    kube: Kube,
+    hand: Hand,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
 ) -> None:
-    made_by_hand(kube, namespace, "web")
+    hand.make(namespace, "web")
     key = f"{namespace}/web"
     wait_until(lambda: controller.myapps.get(key), what="the cache to see web")
     # commit 1 declares web with another image (and two more, so that removing web
@@ -75,7 +100,12 @@ def test_a_push_neither_takes_over_nor_prunes_a_myapp_made_by_hand(
 
 
 def test_the_operator_does_not_take_back_a_myapp_made_by_hand_in_its_place(
-    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+    kube: Kube,
+    hand: Hand,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
 ) -> None:
     """Git's web was synced, then deleted and made again by hand: the operator, which still
     holds web to Git, leaves it to its maker."""
@@ -85,7 +115,7 @@ def test_the_operator_does_not_take_back_a_myapp_made_by_hand_in_its_place(
     key = f"{namespace}/web"
     kube.delete(path_of("MyApp", namespace, "web"))
     wait_until(lambda: controller.myapps.get(key) is None, what="the cache to lose web")
-    made = made_by_hand(kube, namespace, "web")
+    made = hand.make(namespace, "web")
 
     def seen() -> bool:
         live = controller.myapps.get(key)
@@ -103,6 +133,7 @@ def test_diff_previews_the_refusal_and_the_owner_or_adopt_hands_it_over(
     kubeconfig: str,
     reader_kubeconfig: str,
     kubectl_bin: str,
+    hand: Hand,
     crd: str,
     namespace: str,
     tmp_path: Path,
@@ -112,7 +143,7 @@ def test_diff_previews_the_refusal_and_the_owner_or_adopt_hands_it_over(
     for name in ("web", "api", "mine"):
         (apps / f"{name}.yaml").write_text(app_yaml(namespace, name))
     for name in ("web", "api"):
-        made_by_hand(kube, namespace, name)
+        hand.make(namespace, name)
     flags = common(tmp_path / "repo", namespace)
     sync = [*flags, "--status-namespace", namespace]
 
