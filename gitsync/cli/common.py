@@ -115,6 +115,7 @@ def syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
         denied_namespaces=denied(kw),
         watch_namespace=kw.get("watch_namespace"),
         create_namespace=kw["create_namespace"],
+        adopt=kw["adopt"],
         prune=kw["prune"],
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],

@@ -11,6 +11,7 @@ import click
 
 from gitsync.cli import common
 from gitsync.cli.options import (
+    adopt_option,
     cluster_options,
     create_namespace_option,
     expected_errors,
@@ -27,7 +28,7 @@ from gitsync.engine.namespace_plan import plan_namespaces, to_look_up
 from gitsync.engine.planner import Settings
 from gitsync.errors import APINotFoundError, printable
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops.sync import myapp_body, refusal, tracked_by
+from gitsync.gitops.sync import myapp_body, tracked_by
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import (
     DEFAULT_FORCE_MANAGERS,
@@ -37,6 +38,7 @@ from gitsync.model.api import (
     Obj,
     key_of,
 )
+from gitsync.model.instance import refusal_of
 from gitsync.reconcile.controller import foreign_deployment
 
 
@@ -64,6 +66,7 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
 @watch_namespace_option
 @create_namespace_option
+@adopt_option
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
@@ -86,13 +89,15 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     identity = common.identity(kw)
     label = identity.label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
-    # as in a sync: another instance's MyApp is refused, never applied over
-    refused = {k: other for k in desired if (other := identity.owner_of(myapps.get(k)))}
-    for key, other in sorted(refused.items()):
-        click.echo(f"error: {refusal(f'{KIND}/{key}', other, identity.name)}", err=True)
-    # the prune plan a sync carries out, guards and all
-    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
-    pruning = plan_prune(desired, tracked_by(myapps.values(), label), guard, manifests_ok=loaded.ok)
+    # as in a sync: another instance's MyApp, or one made by hand and not handed over,
+    # is refused, never applied over
+    refused = {
+        k: why
+        for k in desired
+        if (why := refusal_of(identity, f"{KIND}/{k}", myapps.get(k), kw["adopt"]))
+    }
+    for key in sorted(refused):
+        click.echo(f"error: {refused[key].message}", err=True)
     settings = Settings(
         default_policy=kw["drift_policy"],
         force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
@@ -108,6 +113,15 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         instance=identity.name,
         allowed=common.allowed(kw),
         denied=common.denied(kw),
+    )
+    # the prune plan a sync carries out, guards and all, counting what it applies
+    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
+    pruning = plan_prune(
+        desired,
+        tracked_by(myapps.values(), label),
+        guard,
+        manifests_ok=loaded.ok,
+        applied=set(applied) - set(namespaces.missing),
     )
     changes = plan(applied, myapps, deployments, pruning, settings, namespaces)
     changes.revision = revision

@@ -206,10 +206,21 @@ def create_namespace_option(f: F) -> F:
     )(f)
 
 
+def adopt_option(f: F) -> F:
+    return opt(
+        "--adopt",
+        env="ADOPT",
+        is_flag=True,
+        help="Take over MyApps made by hand (without the source label) that Git declares "
+        "(default: only one annotated gitsync.apps.example.com/adopt=true).",
+    )(f)
+
+
 def sync_options(f: F) -> F:
     for deco in reversed(
         [
             create_namespace_option,
+            adopt_option,
             opt(
                 "--prune/--no-prune",
                 env="PRUNE",

@@ -141,10 +141,12 @@ def plan_prune(
     guard: PruneGuard = PruneGuard(),
     *,
     manifests_ok: bool = True,
+    applied: Collection[str] = (),
 ) -> ChangeSet:
     """The prune plan of a pass: a ``pruned`` change per tracked MyApp (by key, live)
-    that Git no longer declares, or none and the guard's reason. A skip is reported
-    only when something would go: a guard that holds back nothing is no news."""
+    that Git no longer declares, or none and the guard's reason. ``applied``: the keys
+    of ``desired`` the pass applies (:func:`gitsync.engine.prune.plan_prune`). A skip is
+    reported only when something would go: a guard that holds back nothing is no news."""
     p = prunelib.plan_prune(
         desired,
         tracked,
@@ -152,6 +154,7 @@ def plan_prune(
         manifests_ok=manifests_ok,
         allow_empty=guard.allow_empty,
         max_fraction=guard.max_fraction,
+        applied=applied,
     )
     out = ChangeSet()
     if p.skipped:

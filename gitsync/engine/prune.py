@@ -28,9 +28,12 @@ def plan_prune(
     manifests_ok: bool = True,
     allow_empty: bool = False,
     max_fraction: float = 0.5,
+    applied: Collection[str] = (),
 ) -> PrunePlan:
     """Plan the deletion of ``tracked`` MyApps (those carrying this instance's source label)
-    that are not in ``desired``."""
+    that are not in ``desired``. ``applied``: the MyApps of ``desired`` the pass applies
+    (all but those it refuses or has no namespace for), which carry the label once it is
+    done."""
     if not enabled:
         return _skip("prune is disabled (--no-prune)")
     if not source_ok:
@@ -45,11 +48,16 @@ def plan_prune(
     if not desired and not allow_empty:
         # an empty desired set is far more often a wrong --path or ref than an intent
         return _skip(f"Git has no MyApps; refusing to delete all {len(gone)} (--allow-empty)")
-    if too_many(len(gone), len(tracked), max_fraction):
+    # counted against what the pass leaves tracked, the MyApps it applies with those it
+    # deletes: the next pass counts them so, and must come to the same answer (counted
+    # before they were applied, a pass adding one and removing one of two refused the
+    # prune, and the next pass, counting three, carried it out)
+    counted = len(set(tracked) | set(applied))
+    if too_many(len(gone), counted, max_fraction):
         # a mass deletion is more likely a mistake (a moved directory, a second
         # instance on the same repository) than a plan
         return _skip(
-            f"{len(gone)} of {len(tracked)} tracked MyApps would be deleted,"
+            f"{len(gone)} of {counted} tracked MyApps would be deleted,"
             f" {max_fraction:.0%} or more (--prune-max-fraction)"
         )
     return PrunePlan(delete=tuple(gone))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -76,6 +76,9 @@ class SyncOptions:
     watch_namespace: str | None = None
     #: create missing target namespaces (with SSA, labelled as gitsync's; never deleted)
     create_namespace: bool = False
+    #: take over MyApps made by hand (no source label) that Git declares; without it
+    #: only one whose owner annotated it gitsync.apps.example.com/adopt=true
+    adopt: bool = False
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
@@ -100,16 +103,6 @@ def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
 def identity_of(options: SyncOptions) -> instancelib.Instance:
     return instancelib.resolve(
         options.instance_name, options.instance or options.repo, options.path, options.ref
-    )
-
-
-def refusal(who: str, other: str, me: str) -> str:
-    """Why instance ``me`` does not apply MyApp ``who``, labelled by instance ``other``."""
-    return (
-        f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
-        f" instance {me!r} does not apply over it"
-        " (declare it in one source only, or delete it to hand it over; if the ref moved,"
-        " as a tag or commit does, pin --instance-name to the old instance's name)"
     )
 
 
@@ -162,9 +155,11 @@ class Syncer:
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
-        self.reconciler.foreign_owner = self.identity.owner_of
-        #: MyApps of another instance this one refused, announced by an Event once
-        self._refused: dict[str, str] = {}
+        # the operator holds MyApps to Git only where this pass may apply them
+        self.reconciler.foreign_owner = self._owner_elsewhere
+        #: MyApps this instance refused (another instance's, or made by hand), with
+        #: the refusal, announced by an Event once
+        self._refused: dict[str, instancelib.Refusal] = {}
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -196,8 +191,8 @@ class Syncer:
             log.error("invalid manifest: %s", err)
         info = SyncInfo(revision=str(rev), path="", time=now())
         desired = {app.key: app for app in loaded.apps}
-        # before applying: MyApps this pass creates must not dilute the prune
-        # guard's fraction (a rename of N apps would otherwise look like N of 2N)
+        # before applying: what the prune may delete is what was tracked when the pass
+        # began (the guard adds what the pass applies, see plan_prune)
         tracked = self.tracked()
         missing = self._namespaces(desired, result)
         for key, message in sorted(missing.items()):
@@ -223,7 +218,11 @@ class Syncer:
             # broken, what it declared may be in it, so nothing is let go
             for key in set(self.reconciler.git) - set(desired):
                 self.reconciler.git.pop(key, None)
-        self._prune(result, set(desired), tracked, loaded.ok)
+        # what the pass applied, counted by the prune guard as diff counts it: all it
+        # was given but what it refused (the refusals are the only failures known
+        # before applying; a MyApp whose Deployment failed is tracked all the same)
+        applied = {app.key for app in todo} - set(self._refused)
+        self._prune(result, set(desired), tracked, loaded.ok, applied)
         self._record(result, start)
         return result
 
@@ -306,7 +305,7 @@ class Syncer:
             return None
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
-        refused = self._refuse_foreign(key, who)
+        refused = self._refuse(key, who)
         if refused is not None:
             return refused
         body = myapp_body(app, self.source_label)
@@ -321,38 +320,50 @@ class Syncer:
             return Change(who, "failed", reason=str(e))
         return Change(who, action)  # type: ignore[arg-type]
 
-    def _refuse_foreign(self, key: str, who: str) -> Change | None:
+    def _refuse(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by
         its MyApp is never taken over): the two instances would flap the MyApp between
-        their revisions, and each would prune it when it left the other's Git.
+        their revisions, and each would prune it when it left the other's Git. Nor is
+        one made by hand, unless handed over (:func:`~gitsync.model.instance.refusal_of`).
 
         Read from the informer cache, which holds every MyApp it watches (no label
         selector): one absent from it was absent when the watch last spoke, so a create
-        can take over only one made by another instance within the watch's latency."""
+        can take over only one made within the watch's latency."""
         live = self.reconciler.myapps.get(key)
-        other = self.identity.owner_of(live)
-        if live is None or other is None:
+        refused = instancelib.refusal_of(self.identity, who, live, self.options.adopt)
+        if live is None or refused is None:
             self._refused.pop(key, None)
             return None
-        error = OwnershipError(refusal(who, other, self.identity.name))
+        error = OwnershipError(refused.message)
         log.error("apply refused: %s", error, extra={"key": key})
-        if self._refused.get(key) != other:
+        if self._refused.get(key) != refused:
             # once per MyApp and owner, not on every poll
-            self._refused[key] = other
-            self.reconciler.events.emit(live, "Warning", "OwnedByAnotherInstance", str(error))
+            self._refused[key] = refused
+            self.reconciler.events.emit(live, "Warning", refused.reason, str(error))
         return Change(who, "failed", reason=str(error))
+
+    def _owner_elsewhere(self, live: Obj | None) -> str | None:
+        """For the operator: whose ``live`` is when not this instance's to hold to Git
+        (another instance, or its maker), else None."""
+        refused = instancelib.refusal_of(self.identity, "", live, self.options.adopt)
+        return refused.reason if refused is not None else None
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
         return tracked_by(self.reconciler.myapps.items(), self.source_label)
 
     def _prune(
-        self, result: ChangeSet, desired: set[str], tracked: dict[str, Obj], manifests_ok: bool
+        self,
+        result: ChangeSet,
+        desired: set[str],
+        tracked: dict[str, Obj],
+        manifests_ok: bool,
+        applied: Collection[str] = (),
     ) -> None:
         """Carry out the prune plan ``gitsync diff`` shows (:func:`plan_prune`)."""
         o = self.options
         guard = PruneGuard(o.prune, o.allow_empty, o.prune_max_fraction)
-        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok)
+        planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok, applied=applied)
         if planned.prune_skipped:
             result.prune_skipped = planned.prune_skipped
             log.warning("prune skipped: %s", planned.prune_skipped)

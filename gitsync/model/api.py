@@ -19,6 +19,8 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "gitsync"
 #: names the source instance (repo URL + path, hashed); prune only touches its own
 SOURCE_LABEL: Final = "gitsync.apps.example.com/source"
+#: "true" on a MyApp made by hand: its owner hands it to the instance whose Git declares it
+ADOPT_ANNOTATION: Final = "gitsync.apps.example.com/adopt"
 #: a hash of the desired state last applied (tells desired moving from live moving)
 APPLIED_ANNOTATION: Final = "gitsync.apps.example.com/applied"
 #: the file in the repository a Git-managed MyApp came from

@@ -2,9 +2,10 @@
 
 An instance is one source: a repository, a path in it and a ref. Its name is the
 value of the source label on every MyApp it applies (prune only ever touches
-MyApps carrying it, and an instance never applies over a MyApp carrying another),
-and it names the instance's Lease and sync status ConfigMap, so two instances in
-one namespace neither share a leader nor overwrite each other's status.
+MyApps carrying it, and an instance never applies over a MyApp carrying another,
+nor over one made by hand unless it is handed over: :func:`refusal_of`), and it
+names the instance's Lease and sync status ConfigMap, so two instances in one
+namespace neither share a leader nor overwrite each other's status.
 
 Pure: no client, no I/O.
 """
@@ -17,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from gitsync.errors import ConfigError
-from gitsync.model.api import SOURCE_LABEL, Obj
+from gitsync.model.api import ADOPT_ANNOTATION, SOURCE_LABEL, Obj
 from gitsync.model.schema import is_dns_label
 
 #: the name of an instance that syncs no repository (``gitsync run`` without --repo)
@@ -54,14 +55,72 @@ class Instance:
 
     def owner_of(self, myapp: Obj | None) -> str | None:
         """The other instance whose source label ``myapp`` carries, or None when it
-        carries ours, a legacy one of ours, or none (a MyApp made by hand is adopted,
-        as before: only another instance's claim is respected)."""
+        carries ours, a legacy one of ours, or none (a MyApp made by hand: see
+        :func:`made_by_hand`)."""
         if myapp is None:
             return None
         value = (myapp.get("metadata", {}).get("labels") or {}).get(SOURCE_LABEL)
         if not value or value == self.label or value in self.legacy_labels:
             return None
         return str(value)
+
+
+def made_by_hand(myapp: Obj | None) -> bool:
+    """Whether a live MyApp carries no source label: no instance applied it, so it is
+    its maker's (a person, another tool), whatever a Git repository declares."""
+    if myapp is None:
+        return False
+    return not (myapp.get("metadata", {}).get("labels") or {}).get(SOURCE_LABEL)
+
+
+def handed_over(myapp: Obj | None) -> bool:
+    """Whether the maker of a MyApp made by hand hands it to Git: the annotation
+    ``gitsync.apps.example.com/adopt: "true"`` on the live object, which only someone
+    who may edit it can put there (a push to Git cannot)."""
+    if myapp is None:
+        return False
+    return (myapp.get("metadata", {}).get("annotations") or {}).get(ADOPT_ANNOTATION) == "true"
+
+
+def refusal(who: str, other: str, me: str) -> str:
+    """Why instance ``me`` does not apply MyApp ``who``, labelled by instance ``other``."""
+    return (
+        f"{who} belongs to gitsync instance {other!r} (label {SOURCE_LABEL});"
+        f" instance {me!r} does not apply over it"
+        " (declare it in one source only, or delete it to hand it over; if the ref moved,"
+        " as a tag or commit does, pin --instance-name to the old instance's name)"
+    )
+
+
+def not_adopted(who: str) -> str:
+    """Why MyApp ``who``, made by hand, is not applied over."""
+    return (
+        f"{who} exists without the label {SOURCE_LABEL} (made by hand): gitsync does not"
+        " take it over (its owner may hand it to Git by annotating it"
+        f" {ADOPT_ANNOTATION}=true, or run gitsync with --adopt; or delete it)"
+    )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an instance does not apply its Git's MyApp over the live one."""
+
+    #: the Event's reason
+    reason: str
+    message: str
+
+
+def refusal_of(identity: Instance, who: str, live: Obj | None, adopt: bool) -> Refusal | None:
+    """Why ``identity`` does not apply MyApp ``who`` over ``live``, or None when it may:
+    another instance's MyApp is never applied over, and one made by hand only when
+    handed over (``adopt``, or its owner's annotation). A push must not be able to
+    take a MyApp over, rewrite it and then prune it as removed from Git."""
+    other = identity.owner_of(live)
+    if other is not None:
+        return Refusal("OwnedByAnotherInstance", refusal(who, other, identity.name))
+    if made_by_hand(live) and not (adopt or handed_over(live)):
+        return Refusal("NotAdopted", not_adopted(who))
+    return None
 
 
 def resolve(name: str, repo: str, path: str, ref: str) -> Instance:

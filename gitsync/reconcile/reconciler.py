@@ -98,8 +98,9 @@ class Reconciler:
         self.settings = settings
         #: MyApps as Git declares them (apply bodies), set by the sync loop
         self.git: dict[str, Obj] = {}
-        #: the other gitsync instance a live MyApp belongs to, if any (set by the sync
-        #: loop): such a MyApp is not held to this instance's Git
+        #: whom else a live MyApp belongs to, if anyone (set by the sync loop): another
+        #: gitsync instance, or its maker (made by hand, not handed over); such a MyApp
+        #: is not held to this instance's Git
         self.foreign_owner: Callable[[Obj | None], str | None] = lambda _obj: None
         #: the sync loop's last word on each MyApp; every status write carries it, so a
         #: reconcile that starts from a cache older than the last sync cannot drop it
@@ -316,8 +317,9 @@ class Reconciler:
         driftPolicy is itself drift, not a way around it."""
         git = self.git.get(key)
         if git is None or self.foreign_owner(myapp) is not None:
-            # another instance's MyApp (re-created by it since our pass): our Git held
-            # against it would take it over; the sync pass reports the refusal
+            # another instance's MyApp, or one made by hand (re-created since our
+            # pass): our Git held against it would take it over; the sync pass reports
+            # the refusal
             return myapp, [], "unchanged"
         name = key.split("/", 1)[1]
         # suspend stops the Deployment, not the comparison of the MyApp with Git

@@ -163,6 +163,15 @@ SCENARIOS = {
         lambda c: c.remove("api"),
         frozenset({("MyApp/api", "pruned")}),
     ),
+    "one-added-one-removed-of-two": Scenario(
+        # the guard counts the MyApp the sync creates: 1 of 3 goes, below half, in this
+        # sync (not refused as 1 of 2 now and carried out by the next one)
+        (_seq(_web(), lambda c: c.write("api")),),
+        _seq(lambda c: c.write("worker"), lambda c: c.remove("api")),
+        frozenset(
+            {("MyApp/worker", "created"), ("Deployment/worker", "created"), ("MyApp/api", "pruned")}
+        ),
+    ),
 }
 
 

@@ -3,13 +3,15 @@ from __future__ import annotations
 import pytest
 
 from gitsync.errors import ConfigError
-from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.api import ADOPT_ANNOTATION, SOURCE_LABEL
 from gitsync.model.instance import (
     OPERATOR_ONLY,
     Instance,
     check_name,
     default_name,
+    handed_over,
     legacy_label,
+    made_by_hand,
     resolve,
 )
 from gitsync.model.schema import is_dns_label
@@ -88,12 +90,24 @@ def _app(label: str | None) -> dict[str, object]:
 def test_owner_of() -> None:
     me = resolve("prod", URL, "apps", "main")
     assert me.owner_of(None) is None
-    assert me.owner_of(_app(None)) is None  # made by hand: adopted
+    assert me.owner_of(_app(None)) is None  # made by hand: no instance's (see below)
     assert me.owner_of(_app("")) is None
     assert me.owner_of(_app("prod")) is None
     assert me.owner_of(_app(legacy_label(URL, "apps"))) is None
     assert me.owner_of(_app("staging")) == "staging"
     assert me.owner_of(_app(legacy_label(URL, "other"))) == legacy_label(URL, "other")
+
+
+def test_made_by_hand_and_handed_over() -> None:
+    assert not made_by_hand(None)
+    assert made_by_hand(_app(None)) and made_by_hand(_app(""))
+    assert made_by_hand({"metadata": {"name": "web", "labels": None}})
+    assert not made_by_hand(_app("prod")) and not made_by_hand(_app(legacy_label(URL, "apps")))
+    annotated = {**_app(None), "metadata": {"annotations": {ADOPT_ANNOTATION: "true"}}}
+    assert handed_over(annotated)
+    for value in ("false", "yes", "prod", ""):
+        assert not handed_over({"metadata": {"annotations": {ADOPT_ANNOTATION: value}}})
+    assert not handed_over(_app(None)) and not handed_over(None)
 
 
 def test_legacy_label_keeps_its_normalisation() -> None:

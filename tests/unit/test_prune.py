@@ -36,6 +36,23 @@ TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
         # a second instance on the same repository sees the first one's MyApps as its
         # own, exactly as many as its own: that half must not go
         ({"stg/a", "stg/b"}, {"stg/a", "stg/b", "prod/a", "prod/b"}, {}, (), "2 of 4"),
+        # what the pass applies is counted with what it tracked: one added and one
+        # removed of two is 1 of 3, as the next pass counts it
+        (
+            {"shop/b", "shop/c"},
+            {"shop/a", "shop/b"},
+            {"applied": {"shop/b", "shop/c"}},
+            ("shop/a",),
+            None,
+        ),
+        # a rename of them all stays refused: 2 of 4 is half
+        (
+            {"shop/c", "shop/d"},
+            {"shop/a", "shop/b"},
+            {"applied": {"shop/c", "shop/d"}},
+            (),
+            "2 of 4",
+        ),
         # 1 turns the fraction guard off
         ({"shop/a"}, TRACKED, {"max_fraction": 1.0}, ("blog/d", "shop/b", "shop/c"), None),
     ],

@@ -5,7 +5,7 @@ preview names the same actions as the pass that follows it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,9 @@ from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import Syncer, SyncOptions, myapp_body
 from gitsync.gitops.sync_state import StateWriter
-from gitsync.model.api import KIND
+from gitsync.kube.client import path_of
+from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
+from gitsync.model.instance import refusal_of
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision
@@ -78,8 +80,16 @@ class World:
         desired = {app.key: myapp_body(app, label) for app in loaded.apps}
         myapps = {f"shop/{o['metadata']['name']}": o for o in self.myapps.items()}
         deployments = {f"shop/{o['metadata']['name']}": o for o in self.deployments.items()}
-        pruning = plan_prune(desired, self.syncer.tracked(), PruneGuard(), manifests_ok=loaded.ok)
-        return plan(desired, myapps, deployments, pruning)
+        identity, adopt = self.syncer.identity, self.options.adopt
+        applied = {
+            k: body
+            for k, body in desired.items()
+            if refusal_of(identity, k, myapps.get(k), adopt) is None
+        }
+        tracked = self.syncer.tracked()
+        guard = PruneGuard()
+        pruning = plan_prune(desired, tracked, guard, manifests_ok=loaded.ok, applied=applied)
+        return plan(applied, myapps, deployments, pruning)
 
 
 def myapp_actions(changes: ChangeSet) -> dict[str, str]:
@@ -131,6 +141,75 @@ def test_a_prune_the_guard_refuses_is_skipped_in_the_preview_and_the_pass(world:
     assert "2 of 3" in result.prune_skipped
     assert result.count("pruned") == preview.count("pruned") == 0
     assert all(any(p.endswith(f"/myapps/{n}") for p in world.cluster.store) for n in NAMES)
+
+
+def test_one_added_and_one_removed_of_two_settles_in_one_pass(world: World) -> None:
+    """The guard counts the MyApp the pass creates, as the next pass does: 1 of 3, not
+    1 of 2 (refused by this pass and carried out by the next)."""
+    world.declare("a", "b")
+    world.syncer.run()
+    world.declare("b", "c")
+    preview = world.preview()
+    result = world.syncer.run()
+    expected = {"a": "pruned", "b": "unchanged", "c": "created"}
+    assert myapp_actions(preview) == myapp_actions(result) == expected
+    assert result.prune_skipped is None and preview.prune_skipped is None
+    assert not any(p.endswith("/myapps/a") for p in world.cluster.store)
+    del world.myapps.objects["shop/a"]  # the watch brings the delete
+    settled = world.preview()
+    assert not settled.writes and settled.prune_skipped is None, settled.changes
+
+
+def hand_made(world: World, name: str, **annotations: str) -> None:
+    """A MyApp made by hand: no source label, another image than Git's."""
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": "shop", "annotations": annotations},
+        "spec": {"image": "nginx:1.25"},
+    }
+    world.myapps.observe(world.cluster.apply(path_of(KIND, "shop", name), body))
+
+
+def test_a_myapp_made_by_hand_is_refused_in_the_preview_and_the_pass(world: World) -> None:
+    hand_made(world, "a")
+    world.declare("a", "b")
+    preview = world.preview()
+    writes = len(world.cluster.writes)
+    result = world.syncer.run()
+    assert myapp_actions(preview) == {"b": "created"}
+    assert myapp_actions(result) == {"a": "failed", "b": "created"}
+    [why] = [c.reason for c in result.changes if c.action == "failed"]
+    assert "MyApp/shop/a exists without the label" in why and ADOPT_ANNOTATION in why
+    assert not any(p.endswith("/a") for _, p in world.cluster.writes[writes:])
+    assert world.cluster.store[path_of(KIND, "shop", "a")]["spec"]["image"] == "nginx:1.25"
+    assert world.events.reasons().count("NotAdopted") == 1
+    # the operator, too, leaves it to its maker
+    world.syncer.reconciler.git["shop/a"] = myapp_body(
+        manifests.load(world.repo, "apps", default_namespace="default").apps[0],
+        world.syncer.source_label,
+    )
+    world.syncer.reconciler.reconcile("shop/a")
+    assert world.cluster.store[path_of(KIND, "shop", "a")]["spec"]["image"] == "nginx:1.25"
+    world.syncer.run()
+    assert world.events.reasons().count("NotAdopted") == 1  # once, not on every pass
+
+
+@pytest.mark.parametrize("how", ["annotation", "--adopt"])
+def test_a_myapp_made_by_hand_is_adopted_when_handed_over(world: World, how: str) -> None:
+    if how == "annotation":
+        hand_made(world, "a", **{ADOPT_ANNOTATION: "true"})
+    else:
+        hand_made(world, "a")
+        world.options = replace(world.options, adopt=True)
+        world.syncer.options = world.options
+    world.declare("a", "b")
+    preview = world.preview()
+    result = world.syncer.run()
+    assert myapp_actions(preview) == myapp_actions(result) == {"a": "configured", "b": "created"}
+    adopted = world.cluster.store[path_of(KIND, "shop", "a")]
+    assert adopted["spec"]["image"] == "nginx:1.27"
+    assert adopted["metadata"]["labels"][SOURCE_LABEL] == world.syncer.source_label
 
 
 def test_the_sync_state_records_the_pass(world: World) -> None:
