@@ -295,8 +295,8 @@ def envs(*names: str) -> list[Obj]:
 
 
 # (live order, body order, order after the apply): structured-merge-diff's merge of
-# an associative list, which the integration test test_plan.py::
-# test_the_env_order_after_an_apply_is_the_servers holds against the real server
+# an associative list, held against the real server by tests/integration/test_plan.py
+# (test_the_env_order_after_an_apply_is_the_servers)
 KEYED_MERGES: list[Any] = [
     pytest.param("BA", "A", "BA", id="another manager's item first stays first"),
     pytest.param("AB", "A", "AB", id="another manager's item last stays last"),
