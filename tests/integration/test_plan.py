@@ -186,6 +186,17 @@ SCENARIOS = {
         _web(env="[{name: A, value: a}]", driftPolicy="report"),
         frozenset({("MyApp/web", "configured")}),
     ),
+    "foreign-env-item-first-then-suspended": Scenario(
+        (_web(env="[{name: A, value: a}]"), put_env_first),
+        _web(env="[{name: A, value: a}]", suspend="true"),
+        frozenset({("MyApp/web", "configured")}),
+    ),
+    "foreign-env-item-first-then-empty-resources": Scenario(
+        # resources: {} sets nothing: no write at all
+        (_web(env="[{name: A, value: a}]"), put_env_first),
+        _web(env="[{name: A, value: a}]", resources="{}"),
+        frozenset(),
+    ),
     "new-myapp": Scenario(
         (_web(),),
         lambda c: c.write("api"),
