@@ -322,14 +322,58 @@ def _merge(live: Any, body: Any, key: str) -> Any:
             out[k] = _merge(live[k], v, k) if k in live else v
         return out
     if isinstance(live, list) and isinstance(body, list) and key in LIST_KEYS:
-        index = {json.dumps(item_key(key, it), sort_keys=True): it for it in live}
-        merged = [
-            _merge(index.get(json.dumps(item_key(key, it), sort_keys=True)), it, "") for it in body
-        ]
-        sent = {json.dumps(item_key(key, it), sort_keys=True) for it in body}
-        # items others set stay, after ours (the order of a keyed list carries no meaning)
-        return merged + [it for k, it in index.items() if k not in sent]
+        return _merge_keyed(key, live, body)
     return body
+
+
+def _merge_keyed(key: str, live: list[Any], body: list[Any]) -> list[Any]:
+    """A keyed list as server-side apply merges it (structured-merge-diff's
+    ``visitListItems``): the order is the server's, not ours. Items only live holds
+    keep their place; items the body sends go in the body's order, each shared one
+    where live has it, each new one after the live items before it. The order is
+    what a rendered Deployment's env follows, so a preview that put another manager's
+    items after ours would predict a write the sync never sends."""
+    lkeys = [_list_key(key, it) for it in live]
+    rkeys = [_list_key(key, it) for it in body]
+    lhs = dict(zip(lkeys, live, strict=True))
+    rhs = dict(zip(rkeys, body, strict=True))
+    shared = iter([k for k in rkeys if k in lhs])
+    next_shared = next(shared, None)
+    merged: set[str] = set()
+    out: list[Any] = []
+    li = ri = 0
+    while li < len(live) or ri < len(body):
+        if li < len(live) and ri < len(body):
+            lk = lkeys[li]
+            if lk == rkeys[ri]:
+                merged.add(lk)
+                out.append(_merge(lhs[lk], rhs[lk], ""))
+                li, ri = li + 1, ri + 1
+                next_shared = next(shared, None)
+                continue
+            if lk in rhs and next_shared is not None and next_shared != lk:
+                li += 1  # shared, but its turn comes with the body's order
+                continue
+        if li < len(live):
+            lk = lkeys[li]
+            if lk not in rhs:
+                out.append(live[li])  # another manager's item keeps its place
+                li += 1
+                continue
+            if lk in merged:
+                li += 1
+        if ri < len(body):
+            rk = rkeys[ri]
+            merged.add(rk)
+            out.append(_merge(lhs.get(rk), rhs[rk], ""))
+            ri += 1
+            if next_shared is not None and next_shared == rk:
+                next_shared = next(shared, None)
+    return out
+
+
+def _list_key(key: str, item: Any) -> str:
+    return json.dumps(item_key(key, item), sort_keys=True)
 
 
 def value_at(obj: Obj, path: Path) -> Any:

@@ -66,7 +66,9 @@ def desired_myapp(myapp_from_git: Obj) -> Obj:
     """The apply body of a MyApp from Git: identity, labels, annotations and spec.
 
     Integer fields written as strings become ints (the CRD types them so). Quantities
-    stay as written: a CRD stores its values verbatim, it does not canonicalise.
+    stay as written: a CRD stores its values verbatim, it does not canonicalise. An
+    empty mapping or list in the spec (``requests: {}``, ``env: []``) is left out, as
+    :func:`without_empty` says why.
     """
     meta = myapp_from_git.get("metadata") or {}
     metadata: Obj = {"name": _name(meta)}
@@ -76,8 +78,28 @@ def desired_myapp(myapp_from_git: Obj) -> Obj:
     body: Obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata}
     spec = myapp_from_git.get("spec")
     if isinstance(spec, dict):
-        body["spec"] = _int_fields(copy.deepcopy(spec))
+        body["spec"] = without_empty(_int_fields(copy.deepcopy(spec)))
     return body
+
+
+def without_empty(spec: Obj) -> Obj:
+    """``spec`` without empty mappings and lists, at any depth (a mapping emptied so
+    goes too).
+
+    An empty one sets nothing that its absence does not (:func:`render` reads both
+    alike), yet sent in an apply it makes the change unappliable: when Git empties
+    ``requests`` that held our ``memory``, server-side apply removes our key and keeps
+    the map it still owns as null, which the CRD's schema refuses (422 ``must be of
+    type object: null``) on every pass. Left out, the map is ours alone and removed
+    with its keys."""
+    out: Obj = {}
+    for key, value in spec.items():
+        if isinstance(value, dict):
+            value = without_empty(value)
+        if isinstance(value, dict | list) and not value:
+            continue
+        out[key] = value
+    return out
 
 
 def _name(meta: Obj) -> str:

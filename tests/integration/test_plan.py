@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 
+from gitsync.engine.planner import Step, after, released
 from gitsync.kube.client import Kube, resource_path
+from gitsync.model.api import Obj
 from tests.integration.test_cli import common, gitsync
 from tests.integration.test_drift import kubectl
 from tests.support import app_yaml
@@ -73,6 +75,12 @@ def scale_by_hpa(c: Ctx) -> None:
         '{"spec":{"replicas":2}}',
         "--field-manager=kube-controller-manager",
     )
+
+
+def put_env_first(c: Ctx) -> None:
+    # a JSON patch by another manager (kubectl-patch): its item goes first in the list
+    item = '[{"op":"add","path":"/spec/env/0","value":{"name":"B","value":"b"}}]'
+    c.kubectl("patch", "myapp/web", "--type=json", "-p", item)
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,42 @@ SCENARIOS = {
         (_web(port=8080),),
         _web(),
         frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "requests-emptied-in-git": Scenario(
+        # the server cannot apply requests: {} over the requests it held (a 422 on
+        # every pass): gitsync leaves the empty map out, and the apply removes it
+        (_web(resources="{requests: {memory: 512Mi}}"),),
+        _web(resources="{requests: {}, limits: {memory: 1Gi}}"),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "resources-emptied-in-git": Scenario(
+        (_web(resources="{requests: {memory: 512Mi}}"),),
+        _web(resources="{}"),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "env-emptied-in-git": Scenario(
+        # the server applies env: [] (and stores no env); left out all the same
+        (_web(env="[{name: A, value: a}]"),),
+        _web(env="[]"),
+        frozenset({("MyApp/web", "configured"), ("Deployment/web", "configured")}),
+    ),
+    "foreign-env-item-first-then-policy-changed": Scenario(
+        # another manager put its env item before gitsync's; the Deployment follows
+        # that order, and a change of the policy alone leaves it as it is
+        (_web(env="[{name: A, value: a}]"), put_env_first),
+        _web(env="[{name: A, value: a}]", driftPolicy="report"),
+        frozenset({("MyApp/web", "configured")}),
+    ),
+    "foreign-env-item-first-then-suspended": Scenario(
+        (_web(env="[{name: A, value: a}]"), put_env_first),
+        _web(env="[{name: A, value: a}]", suspend="true"),
+        frozenset({("MyApp/web", "configured")}),
+    ),
+    "foreign-env-item-first-then-empty-resources": Scenario(
+        # resources: {} sets nothing: no write at all
+        (_web(env="[{name: A, value: a}]"), put_env_first),
+        _web(env="[{name: A, value: a}]", resources="{}"),
+        frozenset(),
     ),
     "new-myapp": Scenario(
         (_web(),),
@@ -334,3 +378,65 @@ def test_a_deployment_that_is_not_the_myapps_fails_in_diff_as_in_sync(
     entries = live["metadata"]["managedFields"]
     assert not [e for e in entries if (e["manager"], e["operation"]) == ("gitsync", "Apply")]
     assert live["spec"]["template"]["spec"]["containers"][0]["name"] == "main"
+
+
+# (gitsync's env before, the order another manager left live, gitsync's next env): the
+# cases of tests/unit/test_plan.py's KEYED_MERGES; X and Y are the other manager's items
+ENV_ORDERS = [
+    pytest.param("A", "BA", "A", id="another manager's item first"),
+    pytest.param("A", "AB", "A", id="another manager's item last"),
+    pytest.param("A", "BA", "AC", id="new item, another manager's first"),
+    pytest.param("AB", "AB", "CA", id="new item first, one of ours released"),
+    pytest.param("AB", "AB", "BA", id="our items in our new order"),
+    pytest.param("AB", "AXB", "BA", id="reordered around another manager's item"),
+    pytest.param("A", "XAY", "A", id="other items on both sides"),
+    pytest.param("AB", "XBYA", "CAB", id="interleaved"),
+]
+
+
+@pytest.mark.parametrize(("ours", "live_order", "body_order"), ENV_ORDERS)
+def test_the_env_order_after_an_apply_is_the_servers(
+    ours: str, live_order: str, body_order: str, kube: Kube, crd: str, namespace: str
+) -> None:
+    """The planner's preview of an apply (``after``) puts a keyed list's items where
+    the API server's server-side apply puts them: the Deployment rendered from the
+    preview has the server's env order, so diff does not announce a write the sync
+    never makes."""
+    path = resource_path("apps.example.com/v1", "myapps", namespace, "web")
+
+    def myapp(env: str, **spec: Any) -> Obj:
+        items = [{"name": n, "value": n.lower()} for n in env]
+        spec = {"image": "nginx:1.27", **({"env": items} if items else {}), **spec}
+        meta = {"name": "web", "namespace": namespace}
+        return {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": meta,
+            "spec": spec,
+        }
+
+    kube.apply(path, myapp(ours), field_manager="gitsync")
+    # another manager's Update leaves the list in the order it sends: it owns what it
+    # added, and gitsync keeps what it had
+    patch = {"spec": {"env": myapp(live_order)["spec"]["env"]}}
+    kube.request(
+        "PATCH",
+        path,
+        body=patch,
+        content_type="application/merge-patch+json",
+        params={"fieldManager": "other"},
+    )
+    live = kube.get(path)
+    assert [e["name"] for e in live["spec"]["env"]] == list(live_order)
+    body = myapp(body_order, driftPolicy="report")
+    step = Step(
+        f"MyApp/{namespace}/web",
+        "configured",
+        live,
+        body,
+        body=body,
+        released=released(live, body, "gitsync"),
+    )
+    predicted = [e["name"] for e in after(step)["spec"].get("env", [])]
+    applied = kube.apply(path, body, field_manager="gitsync")
+    assert predicted == [e["name"] for e in applied["spec"].get("env", [])]

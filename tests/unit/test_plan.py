@@ -15,6 +15,7 @@ from gitsync.engine.managedfields import Path, fields_of
 from gitsync.engine.planner import (
     Policy,
     Settings,
+    Step,
     after,
     decide,
     plan_app,
@@ -287,6 +288,69 @@ def test_a_field_someone_else_set_on_the_myapp_stays_in_the_rendered_deployment(
     git = {**APP, "spec": {**APP["spec"], "image": "nginx:1.28"}}
     app, _ = plan_app(git, live_app, None, Settings())
     assert after(app)["spec"] == {"image": "nginx:1.28", "replicas": 1, "port": 80}
+
+
+def envs(*names: str) -> list[Obj]:
+    return [{"name": n, "value": n.lower()} for n in names]
+
+
+# (live order, body order, order after the apply): structured-merge-diff's merge of
+# an associative list, held against the real server by tests/integration/test_plan.py
+# (test_the_env_order_after_an_apply_is_the_servers)
+KEYED_MERGES: list[Any] = [
+    pytest.param("BA", "A", "BA", id="another manager's item first stays first"),
+    pytest.param("AB", "A", "AB", id="another manager's item last stays last"),
+    pytest.param("A", "AC", "AC", id="a new item goes after the shared one"),
+    pytest.param("BA", "AC", "BAC", id="new after shared, foreign before stays"),
+    pytest.param("AB", "CA", "CAB", id="a new item first goes before the shared one"),
+    pytest.param("AB", "BA", "BA", id="our items in our new order"),
+    pytest.param("AXB", "BA", "XBA", id="a shared item moves to its turn in the body"),
+    pytest.param("XAY", "A", "XAY", id="foreign items on both sides keep their places"),
+    pytest.param("", "AB", "AB", id="nothing live"),
+    pytest.param("XY", "", "XY", id="nothing sent"),
+]
+
+
+@pytest.mark.parametrize(("live", "body", "merged"), KEYED_MERGES)
+def test_a_keyed_list_is_merged_in_the_servers_order(live: str, body: str, merged: str) -> None:
+    live_app = {**APP, "spec": {**APP["spec"], "env": envs(*live)}}
+    body_app = {**APP, "spec": {**APP["spec"], "env": envs(*body), "driftPolicy": "report"}}
+    step = Step("MyApp/shop/web", "configured", live_app, body_app, body=body_app)
+    got = after(step)["spec"]
+    assert [e["name"] for e in got["env"]] == list(merged)
+    assert got["driftPolicy"] == "report"
+
+
+def test_a_keyed_item_merges_its_fields_and_its_own_keyed_lists() -> None:
+    live = {"containers": [{"name": "x"}, {"name": "app", "image": "a", "env": envs("B", "A")}]}
+    body = {"containers": [{"name": "app", "image": "b", "env": envs("A", "C")}]}
+    step = Step("Deployment/shop/web", "configured", live, body, body=body)
+    containers = after(step)["containers"]
+    assert [c["name"] for c in containers] == ["x", "app"]
+    assert containers[1]["image"] == "b"
+    assert [e["name"] for e in containers[1]["env"]] == ["B", "A", "C"]
+
+
+def test_a_foreign_env_item_first_does_not_make_the_deployment_move() -> None:
+    """Another manager put an env item first in the MyApp; Git changes only the
+    drift policy: the Deployment rendered from the MyApp after the apply is the live
+    one, env order and all, so nothing is written to it."""
+    git = {**APP, "spec": {**APP["spec"], "env": envs("A")}}
+    live_app = applied(git)
+    live_app["spec"]["env"] = envs("B", "A")
+    live_app["metadata"]["managedFields"].append(
+        {
+            "manager": "kubectl-patch",
+            "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:env": {'k:{"name":"B"}': {".": {}, "f:name": {}}}}},
+        }
+    )
+    live_dep = applied(render(live_app))
+    moved = {**git, "spec": {**git["spec"], "driftPolicy": "report"}}
+    app, deployment = plan_app(moved, live_app, live_dep, Settings())
+    assert app.action == "configured"
+    assert [e["name"] for e in after(app)["spec"]["env"]] == ["B", "A"]
+    assert deployment.action == "unchanged", changes_of(deployment)
 
 
 def test_a_new_myapp_plans_its_deployment_unless_suspended() -> None:

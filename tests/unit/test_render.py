@@ -206,6 +206,15 @@ def git_myapp(**spec: Any) -> Obj:
         ),
         ({"env": [{"name": "A", "value": ""}]}, {"env": [{"name": "A", "value": ""}]}),
         ({"driftPolicy": "report", "suspend": True}, {"driftPolicy": "report", "suspend": True}),
+        # empty mappings and lists are left out: sent, the server cannot apply them
+        # over a map it held (test_plan.py's requests-emptied-in-git)
+        (
+            {"resources": {"requests": {}, "limits": {"memory": "1Gi"}}},
+            {"resources": {"limits": {"memory": "1Gi"}}},
+        ),
+        ({"resources": {"requests": {}, "limits": {}}}, {}),
+        ({"resources": {}, "env": []}, {}),
+        ({"env": [], "replicas": 0, "suspend": False}, {"replicas": 0, "suspend": False}),
     ],
 )
 def test_desired_myapp_spec(spec: Obj, expected: Obj) -> None:
