@@ -27,7 +27,14 @@ import yaml
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
-from gitsync.source._files import decode, manifest_files, position, read_bytes, within
+from gitsync.source._files import (
+    MAX_DEPTH,
+    decode,
+    manifest_files,
+    position,
+    read_bytes,
+    within,
+)
 from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
 
 
@@ -37,6 +44,8 @@ class Limits:
 
     max_file_bytes: int = 1 << 20
     max_depth: int = 32
+    #: directories below the manifest path the walk goes into (git checks out thousands)
+    max_dir_depth: int = MAX_DEPTH
     max_aliases: int = 100
     max_documents: int = 1000
     #: a document, aliases expanded, may be no larger than a file may be
@@ -120,7 +129,7 @@ def load(
     parsed.begin(
         (default_namespace, allowed_namespaces, denied_namespaces, watch_namespace, limits)
     )
-    for rel, file in manifest_files(real_root, start, errors):
+    for rel, file in manifest_files(real_root, start, errors, limits.max_dir_depth):
         files += 1
         found = _load_file(rel, file, checker, limits, parsed)
         apps.extend(found.apps)
