@@ -11,9 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from gitsync.model import stored
 from gitsync.model.api import Obj
+
+#: ``status.drift`` entries written (the CRD's maxItems); the rest are counted in
+#: ``status.driftOmitted``. Unbounded, drift of a large MyApp (every env value, desired
+#: and live) made the object too large to store, and every status write failed
+MAX_DRIFT_ENTRIES: Final = 50
+#: bytes (as stored) of one entry's path, desired or live value; a longer one is cut to
+#: its start and counted in ``status.driftValuesCut``
+MAX_DRIFT_VALUE_BYTES: Final = 1024
 
 
 @dataclass(frozen=True)
@@ -108,8 +117,8 @@ def compute(
         "replicas": int(dst.get("replicas", 0)),
         "availableReplicas": int(dst.get("availableReplicas", 0)),
         "phase": phase,
-        "drift": drift,
     }
+    status.update(bounded_drift(drift))
     if error:
         ready = condition("Ready", False, "ReconcileError", error, gen, prev)
     elif suspended:
@@ -157,10 +166,31 @@ def _ready_message(deployment: Obj | None) -> str:
     return f"{available}/{want} replicas available"
 
 
+def bounded_drift(drift: list[Obj]) -> Obj:
+    """``drift``, ``status.drift`` as written: at most :data:`MAX_DRIFT_ENTRIES`, each
+    path and value at most :data:`MAX_DRIFT_VALUE_BYTES` stored, and what was cut
+    counted (``driftOmitted``, ``driftValuesCut``, present only when not zero)."""
+    entries: list[Obj] = []
+    values_cut = 0
+    for entry in drift[:MAX_DRIFT_ENTRIES]:
+        short = dict(entry)
+        for name in ("path", "desired", "live"):
+            if name in short:
+                short[name], cut = stored.shorten(short[name], MAX_DRIFT_VALUE_BYTES)
+                values_cut += cut
+        entries.append(short)
+    out: Obj = {"drift": entries}
+    if len(drift) > len(entries):
+        out["driftOmitted"] = len(drift) - len(entries)
+    if values_cut:
+        out["driftValuesCut"] = values_cut
+    return out
+
+
 def _drift_message(drift: list[Obj]) -> str:
     if not drift:
         return "live state matches the desired state"
-    paths = ", ".join(f"{d['object']} {d['path']}" for d in drift[:5])
+    paths = ", ".join(f"{d['object']} {stored.shorten(d['path'], 256)[0]}" for d in drift[:5])
     more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
     return f"{len(drift)} drifted: {paths}{more}"
 

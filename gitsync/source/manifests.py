@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
+from gitsync.model import stored
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
 from gitsync.source._files import (
@@ -48,7 +49,8 @@ class Limits:
     max_dir_depth: int = MAX_DEPTH
     max_aliases: int = 100
     max_documents: int = 1000
-    #: a document, aliases expanded, may be no larger than a file may be
+    #: a document, aliases expanded, may be no larger than a file may be; nor may the
+    #: MyApp it holds, as the API server stores it (JSON)
     max_document_bytes: int = 1 << 20
     #: one value (a scalar, a list, a mapping), aliases expanded; Kubernetes caps all of
     #: an object's annotations together at this size
@@ -305,7 +307,7 @@ def _parse_file(
                     ManifestError(rel, msg, document=composer.index, line=line, column=column)
                 )
                 return
-            _check_document(rel, composer, node, loader, checker, apps, errors)
+            _check_document(rel, composer, node, loader, checker, limits, apps, errors)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
@@ -343,6 +345,7 @@ def _check_document(
     node: yaml.Node,
     loader: yaml.SafeLoader,
     checker: Checker,
+    limits: Limits,
     apps: list[DesiredApp],
     errors: _Capped,
 ) -> None:
@@ -367,4 +370,14 @@ def _check_document(
         errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
     errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
+        nbytes = stored.size(obj)
+        if nbytes > limits.max_document_bytes:
+            # the YAML's bytes undercount: JSON writes a control character in six, and
+            # the object must still fit in etcd once gitsync adds its status
+            msg = (
+                f"the MyApp is {nbytes} bytes as the API server stores it (JSON, control"
+                f" characters escaped), more than {limits.max_document_bytes}"
+            )
+            errors.append(ManifestError(rel, msg, document=index, line=line, column=column))
+            return
         apps.append(DesiredApp(obj=obj, file=rel, document=index, line=line, column=column))

@@ -871,3 +871,17 @@ def test_the_directory_depth_is_a_limit(tmp_path: Path) -> None:
         str(only_error(result))
         == "a/b: directory nested more than 1 levels below the path; not read"
     )
+
+
+def test_the_document_is_bounded_as_the_api_server_stores_it(tmp_path: Path) -> None:
+    # 200 000 control characters are 800 KB of YAML ("\x01") and 1.2 MB of JSON
+    # ("\u0001"): a MyApp too large to store once gitsync adds its status
+    value = "\\x01" * 200_000
+    write(tmp_path, {"big.yaml": app("big") + f'  env:\n    - name: A\n      value: "{value}"\n'})
+    result = load(tmp_path, limits=Limits(max_value_bytes=2 << 20))
+    assert result.apps == ()
+    err = only_error(result)
+    assert (err.file, err.document, err.line) == ("big.yaml", 0, 1)
+    assert err.message.endswith(
+        "bytes as the API server stores it (JSON, control characters escaped), more than 1048576"
+    )
