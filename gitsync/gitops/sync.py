@@ -281,6 +281,7 @@ class Syncer:
             denied_namespaces=self.options.denied_namespaces,
             watch_namespace=self.options.watch_namespace,
             cache=self._parsed,
+            omitted=rev.omitted,
         )
         log.debug(
             "manifests loaded: %d files parsed, %d unchanged",

@@ -29,6 +29,7 @@ from gitsync.model import stored
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
 from gitsync.source._files import (
+    EXTENSIONS,
     MAX_DEPTH,
     decode,
     manifest_files,
@@ -102,6 +103,7 @@ def load(
     watch_namespace: str | None = None,
     limits: Limits = Limits(),
     cache: ParseCache | None = None,
+    omitted: Iterable[tuple[str, int | None]] = (),
 ) -> LoadResult:
     """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
 
@@ -111,6 +113,9 @@ def load(
 
     ``cache``: what the previous load with that cache found in each file; a file whose
     path and bytes are the same is not parsed or checked again.
+
+    ``omitted``: files the checkout left out as too large (path in the repository, size
+    or None when unknown); each under ``path`` is an error, as if it had been read.
     """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
@@ -137,6 +142,15 @@ def load(
         apps.extend(found.apps)
         errors.extend(found.errors)
     parsed.end()
+    for rel, size in omitted:
+        hidden = any(part.startswith(".") for part in rel.split("/"))  # the walk skips them
+        if within(start, real_root / rel) and rel.endswith(EXTENSIONS) and not hidden:
+            files += 1
+            if size is None:
+                msg = f"file is more than {limits.max_file_bytes} bytes"
+            else:
+                msg = f"file is {size} bytes, more than {limits.max_file_bytes}"
+            errors.append(ManifestError(rel, msg))
     unique, duplicates = _split_duplicates(apps)
     errors.extend(duplicates)
     return LoadResult(
