@@ -229,8 +229,6 @@ def test_drift_in_status_is_bounded_so_the_status_stays_writable(
     st = wait_until(lambda: status() if status().get("drift") else None, what="drift in status")
     drift = st["drift"]
     assert len(drift) == 50, len(drift)
-    assert st["driftOmitted"] == 10
-    assert st["driftValuesCut"] == 100  # desired and live of each entry listed
     assert drift[0]["path"] == "spec.template.spec.containers[name=app].env[name=V00].value"
     for entry in drift:
         for name, char in (("desired", "\x01"), ("live", "\x02")):
@@ -239,4 +237,7 @@ def test_drift_in_status_is_bounded_so_the_status_stays_writable(
             assert kept >= 100 and value == char * kept + f"… ({1500 - kept} characters cut)"
             assert stored.size(value) <= MAX_DRIFT_VALUE_BYTES
     drifted = next(c for c in st["conditions"] if c["type"] == "Drifted")
-    assert drifted["message"].startswith("60 drifted: "), drifted
+    # what was left out is counted, in words: a CRD older than gitsync has no field for it
+    assert drifted["message"].startswith(
+        "60 drifted (10 not listed in status.drift, 100 values cut to 1024 bytes): "
+    ), drifted
