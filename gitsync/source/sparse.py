@@ -94,8 +94,9 @@ def plan(
             continue
         size = sizes.get(e.sha)  # None: the server left it out, as over the filter's limit
         if size is None or size > max_file_bytes:
-            if "\n" in e.path or "\r" in e.path:
-                # no sparse-checkout pattern can name it; refused whole rather than written
+            if "\n" in e.path or "\r" in e.path or "\ufffd" in e.path:
+                # no sparse-checkout pattern can name it (a line break, or bytes that are
+                # not UTF-8, read here as U+FFFD): refused whole rather than written
                 raise SourceError(f"file {quote(e.path)} is more than {max_file_bytes} bytes")
             omitted.append((e.path, size))
         else:

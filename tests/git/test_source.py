@@ -580,3 +580,17 @@ def test_the_checkout_is_bounded_in_all(upstream: Upstream, cache_dir: Path) -> 
     with pytest.raises(SourceError, match=message):
         source.fetch()
     assert not (source.dir / "apps").exists()
+
+
+def test_a_large_file_with_pattern_characters_in_its_name_is_left_out(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    # the sparse-checkout pattern names it escaped; unescaped, "[x]" would not match it
+    # and git would fetch the blob the server left out, to write it
+    upstream.git("-C", str(upstream.bare), "config", "uploadpack.allowFilter", "true")
+    name = "apps/!big #1 [x]*?\\.yaml "
+    upstream.commit({"apps/a.yaml": app("a"), name: "z" * (8 << 20)})
+    rev = GitSource(upstream.file_url, "main", cache_dir, path="apps").fetch()
+    assert rev.omitted == ((name, None),)
+    assert sorted(p.name for p in (rev.dir / "apps").iterdir()) == ["a.yaml"]
+    assert disk_bytes(cache_dir) < 1 << 20

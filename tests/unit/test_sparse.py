@@ -31,9 +31,10 @@ def test_the_whole_tree_and_its_total() -> None:
         plan(tree, {"a": 5, "c": 5}, ".", max_file_bytes=10, max_total_bytes=9)
 
 
-def test_a_large_file_no_pattern_can_name_is_refused() -> None:
+@pytest.mark.parametrize("name", ["a\nb.yaml", "a\ufffdb.yaml"])
+def test_a_large_file_no_pattern_can_name_is_refused(name: str) -> None:
     with pytest.raises(SourceError, match="more than 10 bytes"):
-        plan([blob("a\nb.yaml", "x")], {}, ".", max_file_bytes=10)
+        plan([blob(name, "x")], {}, ".", max_file_bytes=10)
 
 
 @pytest.mark.parametrize(
