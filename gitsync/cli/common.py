@@ -41,6 +41,7 @@ def source(kw: dict[str, Any]) -> Any:
         timeout=kw["git_timeout"],
         allow_insecure=kw["allow_insecure_git"],
         verifier=verifier_of(kw),
+        path=kw.get("path") or ".",
     )
 
 
@@ -84,6 +85,7 @@ def load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
         allowed_namespaces=allowed(kw),
         denied_namespaces=denied(kw),
         watch_namespace=kw.get("watch_namespace"),
+        omitted=rev.omitted,
     )
     return str(rev), loaded
 

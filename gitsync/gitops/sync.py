@@ -27,6 +27,7 @@ from gitsync.errors import (
     OwnershipError,
     SourceError,
     VerificationError,
+    one_line,
 )
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync_state import StateWriter
@@ -49,6 +50,7 @@ from gitsync.model.render import desired_myapp
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision, Source
+from gitsync.source.giturl import redact_url
 
 #: deletes tried per pruned MyApp when it changed between the read and the delete
 _PRUNE_ATTEMPTS = 3
@@ -104,6 +106,13 @@ def identity_of(options: SyncOptions) -> instancelib.Instance:
     return instancelib.resolve(
         options.instance_name, options.instance or options.repo, options.path, options.ref
     )
+
+
+def crash_message(e: BaseException) -> str:
+    """What the status says of an unexpected exception: its type, and its message on one
+    line, cut, with any URL's credentials hidden (the traceback is in the log)."""
+    text = redact_url(one_line(str(e), 200))
+    return f"internal error: {type(e).__name__}" + (f": {text}" if text else "")
 
 
 def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
@@ -166,16 +175,30 @@ class Syncer:
         self._interrupted.clear()
         result = ChangeSet()
         try:
+            self._run(result, start)
+        except Exception as e:
+            # a bug, or an exception no boundary mapped (a RecursionError): the pass failed,
+            # and that is recorded where every failed pass is (the ConfigMap, its SyncFailed
+            # Event and so the notification, the metric); unrecorded, the cluster would go
+            # on showing the last pass's "Succeeded" while nothing is applied any more
+            log.exception("sync pass crashed")
+            result.errors.append(crash_message(e))
+            result.prune_skipped = "the sync failed unexpectedly; nothing is pruned"
+            self._record(result, start)
+        return result
+
+    def _run(self, result: ChangeSet, start: float) -> None:
+        try:
             rev = self.source.fetch()
         except VerificationError as e:
             self._reject(result, e, start)
-            return result
+            return
         except SourceError as e:
             result.errors.append(str(e))
             result.prune_skipped = "the fetch failed; nothing is pruned"
             log.error("fetch failed: %s", e)
             self._record(result, start)
-            return result
+            return
         result.fetch_seconds = time.monotonic() - start
         result.revision = str(rev)
         result.verification = rev.verified
@@ -185,7 +208,7 @@ class Syncer:
             result.errors.append(str(e))
             result.prune_skipped = "the manifests could not be read; nothing is pruned"
             self._record(result, start)
-            return result
+            return
         for err in loaded.errors:
             result.errors.append(str(err))
             log.error("invalid manifest: %s", err)
@@ -212,7 +235,7 @@ class Syncer:
             result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
             result.prune_skipped = "the sync was interrupted; nothing is pruned"
             self._record(result, start)
-            return result
+            return
         if loaded.ok:
             # what left Git is no longer held to Git (pruned or not); while a file is
             # broken, what it declared may be in it, so nothing is let go
@@ -224,7 +247,6 @@ class Syncer:
         applied = {app.key for app in todo} - set(self._refused)
         self._prune(result, set(desired), tracked, loaded.ok, applied)
         self._record(result, start)
-        return result
 
     def _absent_deployments(self, desired: Iterable[str]) -> frozenset[str]:
         """Desired MyApps whose Deployment does not exist, by one LIST per namespace.
@@ -261,6 +283,7 @@ class Syncer:
             denied_namespaces=self.options.denied_namespaces,
             watch_namespace=self.options.watch_namespace,
             cache=self._parsed,
+            omitted=rev.omitted,
         )
         log.debug(
             "manifests loaded: %d files parsed, %d unchanged",

@@ -11,9 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from gitsync.model import stored
 from gitsync.model.api import Obj
+
+#: ``status.drift`` entries written (the CRD's maxItems); the Drifted condition counts
+#: the rest. Unbounded, drift of a large MyApp (every env value, desired and live) made
+#: the object too large to store, and every status write failed
+MAX_DRIFT_ENTRIES: Final = 50
+#: bytes (as stored) of one entry's path, desired or live value; a longer one is cut to
+#: its start (a string saying how much was cut), and the Drifted condition counts them
+MAX_DRIFT_VALUE_BYTES: Final = 1024
 
 
 @dataclass(frozen=True)
@@ -108,8 +117,10 @@ def compute(
         "replicas": int(dst.get("replicas", 0)),
         "availableReplicas": int(dst.get("availableReplicas", 0)),
         "phase": phase,
-        "drift": drift,
     }
+    # the counts go in the condition's message, not in fields of their own: a CRD
+    # older than gitsync (Helm never upgrades one) would refuse every status write
+    status["drift"], omitted, values_cut = bounded_drift(drift)
     if error:
         ready = condition("Ready", False, "ReconcileError", error, gen, prev)
     elif suspended:
@@ -123,7 +134,7 @@ def compute(
         "Drifted",
         bool(drift),
         "Drifted" if drift else "NoDrift",
-        _drift_message(drift),
+        _drift_message(drift, omitted, values_cut),
         gen,
         prev,
     )
@@ -157,12 +168,34 @@ def _ready_message(deployment: Obj | None) -> str:
     return f"{available}/{want} replicas available"
 
 
-def _drift_message(drift: list[Obj]) -> str:
+def bounded_drift(drift: list[Obj]) -> tuple[list[Obj], int, int]:
+    """``drift`` as ``status.drift`` holds it: at most :data:`MAX_DRIFT_ENTRIES`, each
+    path and value at most :data:`MAX_DRIFT_VALUE_BYTES` stored; and the entries left
+    out and the values cut."""
+    entries: list[Obj] = []
+    values_cut = 0
+    for entry in drift[:MAX_DRIFT_ENTRIES]:
+        short = dict(entry)
+        for name in ("path", "desired", "live"):
+            if name in short:
+                short[name], cut = stored.shorten(short[name], MAX_DRIFT_VALUE_BYTES)
+                values_cut += cut
+        entries.append(short)
+    return entries, len(drift) - len(entries), values_cut
+
+
+def _drift_message(drift: list[Obj], omitted: int = 0, values_cut: int = 0) -> str:
     if not drift:
         return "live state matches the desired state"
-    paths = ", ".join(f"{d['object']} {d['path']}" for d in drift[:5])
+    paths = ", ".join(f"{d['object']} {stored.shorten(d['path'], 256)[0]}" for d in drift[:5])
     more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
-    return f"{len(drift)} drifted: {paths}{more}"
+    cut = []
+    if omitted:
+        cut.append(f"{omitted} not listed in status.drift")
+    if values_cut:
+        cut.append(f"{values_cut} values cut to {MAX_DRIFT_VALUE_BYTES} bytes")
+    note = f" ({', '.join(cut)})" if cut else ""
+    return f"{len(drift)} drifted{note}: {paths}{more}"
 
 
 def keep_recorded_drift(entries: list[Obj], myapp: Obj, obj: str) -> list[Obj]:

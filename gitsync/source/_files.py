@@ -25,30 +25,38 @@ def within(root: Path, target: Path) -> bool:
     return target == root or root in target.parents
 
 
+#: directories below the manifest path a walk goes into; deeper ones are an error of their
+#: own. A commit may nest thousands (git checks them out): walked unbounded, the walk
+#: costs CPU for nothing, and no repository lays out MyApps that deep
+MAX_DEPTH = 64
+
+
 def manifest_files(
-    root: Path, start: Path, errors: list[ManifestError]
+    root: Path, start: Path, errors: list[ManifestError], max_depth: int = MAX_DEPTH
 ) -> Iterator[tuple[str, Path]]:
     """(path relative to the root, posix; path to open), sorted, hidden entries skipped."""
     if start.is_file():
         yield start.relative_to(root).as_posix(), start
     else:
-        yield from _walk(root, start, set(), errors)
+        yield from _walk(root, start, errors, max_depth)
 
 
 def _walk(
-    root: Path, directory: Path, seen: set[str], errors: list[ManifestError]
+    root: Path, start: Path, errors: list[ManifestError], max_depth: int
 ) -> Iterator[tuple[str, Path]]:
-    real_dir = os.path.realpath(directory)
-    if real_dir in seen:  # a symlinked directory inside the repository may point back up
-        return
-    seen.add(real_dir)
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as e:
-        rel = directory.relative_to(root).as_posix()
-        errors.append(ManifestError(rel, f"cannot read: {reason(e)}"))
-        return
-    for entry in entries:
+    """Depth first, in sorted order, with a stack of its own: the depth of a checkout is
+    the pusher's to choose, and recursion would end in a RecursionError past ~1000."""
+    seen: set[str] = set()
+    # one iterator of sorted entries per directory being walked, the deepest last
+    stack: list[Iterator[os.DirEntry[str]]] = []
+    entries = _entries(root, start, seen, errors)
+    if entries is not None:
+        stack.append(entries)
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
         if entry.name.startswith("."):
             continue  # .git, .github, .gitlab-ci.yml, editor files: never MyApps
         here = Path(entry.path)
@@ -65,12 +73,35 @@ def _walk(
         if is_dir is None:
             continue
         if is_dir:
-            yield from _walk(root, here, seen, errors)
+            if len(stack) > max_depth:  # the start is on the stack too
+                msg = f"directory nested more than {max_depth} levels below the path; not read"
+                errors.append(ManifestError(rel, msg))
+                continue
+            entries = _entries(root, here, seen, errors)
+            if entries is not None:
+                stack.append(entries)
         elif is_manifest:
             real_file = os.path.realpath(here)
             if real_file not in seen:  # linked twice is still one file
                 seen.add(real_file)
                 yield rel, here
+
+
+def _entries(
+    root: Path, directory: Path, seen: set[str], errors: list[ManifestError]
+) -> Iterator[os.DirEntry[str]] | None:
+    """The entries of a directory not walked yet, sorted by name; None to skip it."""
+    real_dir = os.path.realpath(directory)
+    if real_dir in seen:  # a symlinked directory inside the repository may point back up
+        return None
+    seen.add(real_dir)
+    try:
+        with os.scandir(directory) as it:
+            return iter(sorted(it, key=lambda e: e.name))
+    except OSError as e:
+        rel = directory.relative_to(root).as_posix()
+        errors.append(ManifestError(rel, f"cannot read: {reason(e)}"))
+        return None
 
 
 def reason(e: OSError) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gitsync.errors import MAX_BODY, ConfigError, SourceError, VerificationError
-from gitsync.source import gitenv
+from gitsync.source import gitenv, sparse
 from gitsync.source.cache import check_private, private_dir, write_private_file
 from gitsync.source.gitenv import NO_CREDENTIALS, Credentials
 from gitsync.source.giturl import SCP_URL, check_url, redact_url
@@ -46,6 +46,9 @@ class Revision:
     dir: Path
     #: with --verify-commits: the signature found good, in words
     verified: str = ""
+    #: files under the manifest path not checked out, as larger than a manifest may be:
+    #: (path in the repository, its size, or None when the server did not send it)
+    omitted: tuple[tuple[str, int | None], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
@@ -104,6 +107,9 @@ class GitSource:
         timeout: float = 60.0,
         allow_insecure: bool = False,
         verifier: Verifier | None = None,
+        path: str = ".",
+        max_file_bytes: int = 1 << 20,
+        max_checkout_bytes: int = sparse.MAX_CHECKOUT_BYTES,
     ) -> None:
         check_url(url, allow_insecure)
         if not _REF.fullmatch(ref):
@@ -112,6 +118,11 @@ class GitSource:
         self.ref = ref
         self.timeout = timeout
         self.fetches = 0
+        #: the manifest path: all the checkout writes (sparse), minus files over
+        #: ``max_file_bytes``, which the fetch asks the server not to send
+        self.path = path
+        self.max_file_bytes = max_file_bytes
+        self.max_checkout_bytes = max_checkout_bytes
         self._credentials = credentials
         self._cache_dir = cache_dir
         self._dir = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16]
@@ -155,9 +166,12 @@ class GitSource:
             # before the checkout, on the very objects (named by their hashes) it reads: a
             # refused commit is never checked out, the previous tree stays
             verified = self._verify(remote_ref, sha, obj)
+            omitted = self._sparse(sha)
             self._run("checkout", "--quiet", "--force", "--detach", sha)
             self._run("clean", "-ffdx", "--quiet")
-            self._current = Revision(ref=self.ref, sha=sha, dir=self._dir, verified=verified)
+            self._current = Revision(
+                ref=self.ref, sha=sha, dir=self._dir, verified=verified, omitted=omitted
+            )
             log.info("checked out %s from %s", self._current, self._where())
             return self._current
 
@@ -194,6 +208,9 @@ class GitSource:
             "--no-tags",
             "--no-recurse-submodules",
             "--no-auto-gc",
+            # blobs larger than a manifest may be stay on the server (a server that does
+            # not allow filters sends them, compressed: _sparse keeps them out of the tree)
+            f"--filter=blob:limit={self.max_file_bytes}",
             "--",
             self.url,
             f"+{remote_ref}:{_FETCHED}",
@@ -206,6 +223,38 @@ class GitSource:
             except SourceError as e:  # housekeeping only: the checkout is still good
                 log.warning("git gc in %s failed: %s", self._dir, e)
         return sha, obj
+
+    def _sparse(self, sha: str) -> tuple[tuple[str, int | None], ...]:
+        """Make the checkout of ``sha`` write the manifest path alone, minus its files
+        over the size limit (named in the result); a :class:`SourceError` when what is
+        left is more than :data:`sparse.MAX_CHECKOUT_BYTES`. Reads only objects the cache
+        holds: a blob the server left out is never fetched."""
+        tree = sparse.parse_tree(self._run("ls-tree", "-r", "-z", "--full-tree", sha))
+        code, out, err = self._call(
+            [
+                "cat-file",
+                "--batch-all-objects",
+                "--batch-check=%(objectname) %(objectsize)",
+            ]
+        )
+        if code != 0:
+            raise SourceError(self._describe("cat-file", err))
+        planned = sparse.plan(
+            tree,
+            sparse.parse_sizes(out),
+            self.path,
+            max_file_bytes=self.max_file_bytes,
+            max_total_bytes=self.max_checkout_bytes,
+        )
+        info = self._dir / ".git" / "info"
+        try:
+            info.mkdir(mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise SourceError(f"cache {info}: {e.strerror}") from None
+        check_private(info, directory=True)
+        write_private_file(info / "sparse-checkout", planned.patterns)
+        self._run("config", "core.sparseCheckout", "true")
+        return planned.omitted
 
     def _has(self, obj: str) -> bool:
         return self._call(["cat-file", "-e", obj])[0] == 0

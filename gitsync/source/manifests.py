@@ -26,9 +26,18 @@ import yaml
 
 from gitsync.engine.fieldpaths import Lines, lines_of
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
+from gitsync.model import stored
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
-from gitsync.source._files import decode, manifest_files, position, read_bytes, within
+from gitsync.source._files import (
+    EXTENSIONS,
+    MAX_DEPTH,
+    decode,
+    manifest_files,
+    position,
+    read_bytes,
+    within,
+)
 from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
 
 
@@ -38,9 +47,12 @@ class Limits:
 
     max_file_bytes: int = 1 << 20
     max_depth: int = 32
+    #: directories below the manifest path the walk goes into (git checks out thousands)
+    max_dir_depth: int = MAX_DEPTH
     max_aliases: int = 100
     max_documents: int = 1000
-    #: a document, aliases expanded, may be no larger than a file may be
+    #: a document, aliases expanded, may be no larger than a file may be; nor may the
+    #: MyApp it holds, as the API server stores it (JSON)
     max_document_bytes: int = 1 << 20
     #: one value (a scalar, a list, a mapping), aliases expanded; Kubernetes caps all of
     #: an object's annotations together at this size
@@ -95,6 +107,7 @@ def load(
     watch_namespace: str | None = None,
     limits: Limits = Limits(),
     cache: ParseCache | None = None,
+    omitted: Iterable[tuple[str, int | None]] = (),
 ) -> LoadResult:
     """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
 
@@ -104,6 +117,9 @@ def load(
 
     ``cache``: what the previous load with that cache found in each file; a file whose
     path and bytes are the same is not parsed or checked again.
+
+    ``omitted``: files the checkout left out as too large (path in the repository, size
+    or None when unknown); each under ``path`` is an error, as if it had been read.
     """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
@@ -124,12 +140,21 @@ def load(
     parsed.begin(
         (default_namespace, allowed_namespaces, denied_namespaces, watch_namespace, limits)
     )
-    for rel, file in manifest_files(real_root, start, errors):
+    for rel, file in manifest_files(real_root, start, errors, limits.max_dir_depth):
         files += 1
         found = _load_file(rel, file, checker, limits, parsed)
         apps.extend(found.apps)
         errors.extend(found.errors)
     parsed.end()
+    for rel, size in omitted:
+        hidden = any(part.startswith(".") for part in rel.split("/"))  # the walk skips them
+        if within(start, real_root / rel) and rel.endswith(EXTENSIONS) and not hidden:
+            files += 1
+            if size is None:
+                msg = f"file is more than {limits.max_file_bytes} bytes"
+            else:
+                msg = f"file is {size} bytes, more than {limits.max_file_bytes}"
+            errors.append(ManifestError(rel, msg))
     unique, duplicates = _split_duplicates(apps)
     errors.extend(duplicates)
     return LoadResult(
@@ -300,7 +325,7 @@ def _parse_file(
                     ManifestError(rel, msg, document=composer.index, line=line, column=column)
                 )
                 return
-            _check_document(rel, composer, node, loader, checker, apps, errors)
+            _check_document(rel, composer, node, loader, checker, limits, apps, errors)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = f"invalid YAML: {one_line(e.problem or e.context or 'syntax error')}"
@@ -338,6 +363,7 @@ def _check_document(
     node: yaml.Node,
     loader: yaml.SafeLoader,
     checker: Checker,
+    limits: Limits,
     apps: list[DesiredApp],
     errors: _Capped,
 ) -> None:
@@ -362,6 +388,16 @@ def _check_document(
         errors.append(ManifestError(rel, message, document=index, line=at, column=col, field=field))
     errors.drop(problems.dropped)
     if obj is not None and not problems and not composer.duplicate_keys:
+        nbytes = stored.size(obj)
+        if nbytes > limits.max_document_bytes:
+            # the YAML's bytes undercount: JSON writes a control character in six, and
+            # the object must still fit in etcd once gitsync adds its status
+            msg = (
+                f"the MyApp is {nbytes} bytes as the API server stores it (JSON, control"
+                f" characters escaped), more than {limits.max_document_bytes}"
+            )
+            errors.append(ManifestError(rel, msg, document=index, line=line, column=column))
+            return
         apps.append(
             DesiredApp(
                 obj=obj, file=rel, document=index, line=line, column=column, lines=lines_of(node)

@@ -528,3 +528,69 @@ def test_environment_of_every_git_call(tmp_path: Path, cache_dir: Path) -> None:
     assert Path(env["HOME"]).parent == cache_dir
     insecure = GitSource("git://example.com/r", "main", cache_dir, allow_insecure=True)._env
     assert insecure["GIT_ALLOW_PROTOCOL"] == "https:ssh:file:http:git"
+
+
+def disk_bytes(directory: Path) -> int:
+    """What ``directory`` holds on disk, every file (the work tree and .git)."""
+    return sum(
+        (Path(d) / f).lstat().st_blocks * 512 for d, _, files in os.walk(directory) for f in files
+    )
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["server-filters", "no-filter"])
+def test_a_compressible_giant_never_reaches_the_cache(
+    remote: tuple[str, dict[str, Any]], upstream: Upstream, cache_dir: Path, filters: bool
+) -> None:
+    # 2 x 48 MiB of one letter pack to ~100 KB: a checkout wrote them whole, and in a Pod
+    # the cache is an emptyDir with a size limit (the kubelet evicts the Pod past it)
+    upstream.git("-C", str(upstream.bare), "config", "uploadpack.allowFilter", str(filters).lower())
+    giant = "x" * (48 << 20)
+    sha = upstream.commit(
+        {
+            "apps/a.yaml": app("a"),
+            "apps/big.yaml": giant,  # in the manifest path: an error of its own
+            "apps/.hidden.yaml": giant,  # hidden: the walk skips it, so no error either
+            "docs/big.txt": giant,  # outside it: never written
+            "docs/small.yaml": app("docs"),
+        }
+    )
+    del giant
+    url, kw = remote
+    rev = GitSource(url, "main", cache_dir, path="apps", **kw).fetch()
+    assert rev.sha == sha
+    assert disk_bytes(cache_dir) < 2 << 20  # 2 MiB; was above 144 MiB
+    assert sorted(
+        p.relative_to(rev.dir).as_posix() for p in rev.dir.rglob("*") if ".git" not in p.parts
+    ) == ["apps", "apps/a.yaml"]
+    size = None if filters else 48 << 20  # a server that filters never says how large
+    assert sorted(rev.omitted) == [("apps/.hidden.yaml", size), ("apps/big.yaml", size)]
+    loaded = load(rev.dir, "apps", omitted=rev.omitted)
+    assert [a.key for a in loaded.apps] == ["shop/a"]
+    more = "more than 1048576 bytes" if filters else f"{48 << 20} bytes, more than 1048576"
+    assert [str(e) for e in loaded.errors] == [f"apps/big.yaml: file is {more}"]
+
+
+def test_the_checkout_is_bounded_in_all(upstream: Upstream, cache_dir: Path) -> None:
+    # each under the file limit, three together over the bound: none is written
+    upstream.commit({f"apps/f{i}.yaml": "y" * 1_000_000 for i in range(3)})
+    source = GitSource(
+        upstream.file_url, "main", cache_dir, path="apps", max_checkout_bytes=2 << 20
+    )
+    message = "the files under 'apps' are 3000000 bytes, more than 2097152; not checked out"
+    with pytest.raises(SourceError, match=message):
+        source.fetch()
+    assert not (source.dir / "apps").exists()
+
+
+def test_a_large_file_with_pattern_characters_in_its_name_is_left_out(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    # the sparse-checkout pattern names it escaped; unescaped, "[x]" would not match it
+    # and git would fetch the blob the server left out, to write it
+    upstream.git("-C", str(upstream.bare), "config", "uploadpack.allowFilter", "true")
+    name = "apps/!big #1 [x]*?\\.yaml "
+    upstream.commit({"apps/a.yaml": app("a"), name: "z" * (8 << 20)})
+    rev = GitSource(upstream.file_url, "main", cache_dir, path="apps").fetch()
+    assert rev.omitted == ((name, None),)
+    assert sorted(p.name for p in (rev.dir / "apps").iterdir()) == ["a.yaml"]
+    assert disk_bytes(cache_dir) < 1 << 20

@@ -4,14 +4,25 @@ ConfigMap, ``gitsync drift``, the MyApp's Synced=False condition, and the metric
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.daemon.notify import Notifier
+from gitsync.gitops.sync import Syncer
 from gitsync.kube.client import Kube, resource_path
 from gitsync.reconcile.controller import Controller
+from gitsync.source import manifests
+from gitsync.source._files import MAX_DEPTH
+from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
+from tests.integration.test_notify import notified  # noqa: F401 (a fixture)
 from tests.integration.test_sync import state_of, syncer
 from tests.support import app_yaml, get, wait_until
+from tests.unit.test_notify import Receiver
 
 
 def synced_condition(kube: Kube, ns: str, name: str) -> dict[str, str] | None:
@@ -88,3 +99,124 @@ def test_a_failed_pass_keeps_its_reason_in_configmap_drift_condition_and_metric(
     synced = synced_condition(kube, namespace, "taken")
     assert synced is not None and synced["reason"] == "SyncFailed"
     assert "is not owned by MyApp" in synced["message"], synced
+
+
+def events(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
+    """(reason, message) of the Events about ConfigMap ``name``, as the API server holds them."""
+    items = kube.list(resource_path("v1", "events", namespace))["items"]
+    return [
+        (e["reason"], e["message"])
+        for e in items
+        if e["involvedObject"]["kind"] == "ConfigMap" and e["involvedObject"]["name"] == name
+    ]
+
+
+def run_once(s: Syncer, controller: Controller) -> str:
+    """One pass of the daemon's sync job; its metrics."""
+    daemon = Daemon(controller, s, DaemonOptions(listen="127.0.0.1:0", leader_elect=False))
+    try:
+        daemon.sync_once()
+        return daemon.metrics.render()
+    finally:
+        daemon.http.server_close()
+
+
+def push_deep(upstream: Upstream, namespace: str, depth: int) -> str:
+    """Push a commit of apps/top.yaml and a MyApp ``depth`` directories below apps/, made
+    with git fast-import: no work tree of that depth to make or remove. The sha."""
+    deep = "apps/" + "d/" * depth + "deep.yaml"
+    stream = ""
+    for path, name in (("apps/top.yaml", "top"), (deep, "deep")):
+        data = app_yaml(namespace, name).encode()
+        stream += f"M 100644 inline {path}\ndata {len(data)}\n{data.decode()}\n"
+    head = "commit refs/heads/main\ncommitter t <t@example.com> 0 +0000\ndata 4\ndeep\n"
+    subprocess.run(
+        ["git", "-C", str(upstream.bare), "fast-import", "--quiet"],
+        input=head + stream,
+        text=True,
+        env=upstream.env,
+        check=True,
+        timeout=60,
+    )
+    return upstream.git("-C", str(upstream.bare), "rev-parse", "main")
+
+
+def test_a_deep_directory_fails_alone_and_the_pass_is_recorded_as_failed(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    # git checks out 1100 nested directories; walked recursively they ended the pass in a
+    # RecursionError: nothing applied, nothing recorded, the ConfigMap still "Succeeded"
+    sha = push_deep(upstream, namespace, 1100)
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    try:
+        metrics = run_once(s, controller)
+    finally:
+        # rm, not shutil.rmtree (pytest's cleanup too), which recurses per directory
+        subprocess.run(["rm", "-rf", str(cache_dir)], check=True, timeout=120)
+
+    assert 'gitsync_sync_total{result="failure"} 1' in metrics, metrics
+    # the valid file is applied all the same
+    assert get(kube, "MyApp", namespace, "top") is not None
+    assert get(kube, "MyApp", namespace, "deep") is None
+    state = state_of(s)
+    assert state["revision"] == f"main@sha1:{sha}", state
+    assert state["result"] == "Failed", state
+    where = "apps/" + "/".join(["d"] * (MAX_DEPTH + 1))
+    assert state["lastError"] == (
+        f"1 error: {where}: directory nested more than {MAX_DEPTH} levels below the path; not read"
+    ), state
+
+
+def test_an_unexpected_exception_is_a_recorded_failure_not_a_silent_one(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+    notified: tuple[Receiver, Notifier],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    receiver, _ = notified
+    upstream.commit({"apps/a.yaml": app_yaml(namespace, "a")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert run_once(s, controller)
+    assert state_of(s)["result"] == "Succeeded"
+
+    # the next commit meets a bug: any exception no boundary maps stands for it
+    sha = upstream.commit({"apps/b.yaml": app_yaml(namespace, "b")})
+
+    def crash(*_args: object, **_kw: object) -> manifests.LoadResult:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(manifests, "load", crash)
+    metrics = run_once(s, controller)
+
+    assert 'gitsync_sync_total{result="failure"} 1' in metrics, metrics
+    state = state_of(s)
+    assert state["revision"] == f"main@sha1:{sha}", state
+    assert state["result"] == "Failed", state
+    error = "internal error: RecursionError: maximum recursion depth exceeded"
+    assert state["lastError"] == f"1 error: {error}", state
+    assert state["pruneSkipped"] == "the sync failed unexpectedly; nothing is pruned"
+    assert get(kube, "MyApp", namespace, "a") is not None  # nothing pruned
+    cm = f"gitsync-status-{s.identity.name}"
+    failed = wait_until(
+        lambda: [m for r, m in events(kube, namespace, cm) if r == "SyncFailed"],
+        timeout=20,
+        what="a SyncFailed Event on the status ConfigMap",
+    )
+    assert failed == [f"sync failed at main@sha1:{sha}: 1 error: {error}"], failed
+    notes = wait_until(
+        lambda: [
+            n
+            for n in (json.loads(body) for _, body, _ in receiver.received)
+            if n["event"] == "sync.failed"
+        ],
+        timeout=20,
+        what="a sync.failed notification",
+    )
+    assert error in notes[0]["message"], notes

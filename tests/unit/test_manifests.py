@@ -838,3 +838,50 @@ def test_myapps_outside_the_watched_namespace_are_refused(tmp_path: Path) -> Non
     write(tmp_path, {"b.yaml": meta})
     assert not load(tmp_path, default_namespace="default", watch_namespace="shop").ok
     assert load(tmp_path, default_namespace="shop", watch_namespace="shop").ok
+
+
+def test_a_deep_directory_fails_alone_and_the_rest_loads(tmp_path: Path) -> None:
+    # git checks out a chain of 1100 directories; a recursive walk ended in RecursionError,
+    # and no file of the commit was applied
+    edge = "/".join(["d"] * 64)  # the deepest directory still walked
+    # made and removed a level at a time: makedirs and rmtree (pytest's too) recurse
+    dirs = list(itertools.accumulate(range(1100), lambda p, _: p / "d", initial=tmp_path))[1:]
+    for d in dirs:
+        d.mkdir()
+    try:
+        write(tmp_path, {"top.yaml": app("top"), f"{edge}/edge.yaml": app("edge")})
+        (dirs[-1] / "deep.yaml").write_text(app("deep"))
+        result = load(tmp_path)
+    finally:
+        for f in (dirs[63] / "edge.yaml", dirs[-1] / "deep.yaml"):
+            f.unlink(missing_ok=True)
+        for d in reversed(dirs):
+            d.rmdir()
+    assert sorted(a.key for a in result.apps) == ["shop/edge", "shop/top"]
+    err = only_error(result)
+    assert err.file == edge + "/d"
+    assert err.message == "directory nested more than 64 levels below the path; not read"
+
+
+def test_the_directory_depth_is_a_limit(tmp_path: Path) -> None:
+    write(tmp_path, {"a/b/c.yaml": app("c"), "a/b.yaml": app("b")})
+    result = load(tmp_path, limits=Limits(max_dir_depth=1))
+    assert [a.key for a in result.apps] == ["shop/b"]
+    assert (
+        str(only_error(result))
+        == "a/b: directory nested more than 1 levels below the path; not read"
+    )
+
+
+def test_the_document_is_bounded_as_the_api_server_stores_it(tmp_path: Path) -> None:
+    # 200 000 control characters are 800 KB of YAML ("\x01") and 1.2 MB of JSON
+    # ("\u0001"): a MyApp too large to store once gitsync adds its status
+    value = "\\x01" * 200_000
+    write(tmp_path, {"big.yaml": app("big") + f'  env:\n    - name: A\n      value: "{value}"\n'})
+    result = load(tmp_path, limits=Limits(max_value_bytes=2 << 20))
+    assert result.apps == ()
+    err = only_error(result)
+    assert (err.file, err.document, err.line) == ("big.yaml", 0, 1)
+    assert err.message.endswith(
+        "bytes as the API server stores it (JSON, control characters escaped), more than 1048576"
+    )

@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
+from gitsync.model import stored
 from gitsync.model.myapp_status import (
+    MAX_DRIFT_ENTRIES,
+    MAX_DRIFT_VALUE_BYTES,
     SyncInfo,
     compute,
     keep_recorded_drift,
@@ -156,3 +159,43 @@ def test_a_failure_keeps_the_deployment_facts() -> None:
         "ReconcileError",
         "spec.x: Invalid value",
     )
+
+
+def drift_entry(i: int, desired: Any = 2, live: Any = 5) -> dict[str, Any]:
+    return {"object": "Deployment/web", "path": f"p{i:03}", "desired": desired, "live": live}
+
+
+def test_drift_in_status_is_bounded_and_what_was_cut_counted() -> None:
+    big = "\x01" * 1500  # 9000 bytes as stored
+    entries = [drift_entry(i, desired=big, live={"k": big}) for i in range(60)]
+    st = compute(myapp(), deployment(), drift=entries)
+    assert len(st["drift"]) == MAX_DRIFT_ENTRIES
+    assert [d["path"] for d in st["drift"]] == [f"p{i:03}" for i in range(MAX_DRIFT_ENTRIES)]
+    for d in st["drift"]:
+        assert stored.size(d["desired"]) <= MAX_DRIFT_VALUE_BYTES
+        assert d["desired"].endswith(" characters cut)")
+        assert d["live"].startswith('{"k": "\\u0001') and stored.size(d["live"]) <= 1024
+    assert stored.size(st) < 120 * 1024  # of the 1.5 MiB etcd stores
+    drifted = next(c for c in st["conditions"] if c["type"] == "Drifted")
+    assert drifted["message"].startswith(
+        "60 drifted (10 not listed in status.drift, 100 values cut to 1024 bytes): "
+    )
+
+
+def test_small_drift_is_written_as_it_is() -> None:
+    entries = [drift_entry(i) for i in range(3)]
+    st = compute(myapp(), deployment(), drift=entries)
+    assert st["drift"] == entries
+    drifted = next(c for c in st["conditions"] if c["type"] == "Drifted")
+    assert (
+        drifted["message"]
+        == "3 drifted: Deployment/web p000, Deployment/web p001, Deployment/web p002"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [("abc", 5), ("\x01", 8), ("<&>", 20), ("é", 4), ({"a": [1, None]}, 14), ("\u2028", 8)],
+)
+def test_size_is_what_the_api_server_stores(value: Any, size: int) -> None:
+    assert stored.size(value) == size

@@ -12,7 +12,7 @@ import pytest
 
 from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops.sync import Syncer, SyncOptions, myapp_body
+from gitsync.gitops.sync import Syncer, SyncOptions, crash_message, myapp_body
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import path_of
 from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
@@ -244,3 +244,32 @@ def test_a_deposed_leader_prunes_nothing(world: World) -> None:
     result = world.syncer.run()
     assert not result.ok and result.count("pruned") == 0
     assert any(p.endswith("/myapps/c") for p in world.cluster.store)
+
+
+def test_a_crash_is_told_in_one_line_without_credentials() -> None:
+    e = RuntimeError("GET https://user:s3cret@git.example.com/x?token=abc failed\nnext")
+    message = crash_message(e)
+    assert message == (
+        "internal error: RuntimeError: GET https://***@git.example.com/x?*** failed\\nnext"
+    )
+    assert crash_message(RecursionError()) == "internal error: RecursionError"
+    assert len(crash_message(ValueError("x" * 5000))) < 250
+
+
+def test_a_crashed_pass_is_a_failed_pass_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = World(tmp_path)
+    w.declare("a")
+    assert w.syncer.run().ok
+    w.declare("a", "b")
+
+    def crash(*_args: object, **_kw: object) -> manifests.LoadResult:
+        raise KeyError("spec")
+
+    monkeypatch.setattr(manifests, "load", crash)
+    result = w.syncer.run()  # not raised: a value, like every failed pass
+    assert result.errors == ["internal error: KeyError: 'spec'"]
+    assert result.prune_skipped == "the sync failed unexpectedly; nothing is pruned"
+    assert w.state.read()["result"] == "Failed"
+    assert w.state.read()["lastError"] == "1 error: internal error: KeyError: 'spec'"
