@@ -271,10 +271,15 @@ def test_app_page_is_served_from_the_load_and_parses_no_file(
     parsed: list[str] = []
     for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
         wait_until(lambda: get(kube, "MyApp", namespace, last), timeout=60, what="synced")
+        # each MyApp's status names the commit it was applied from a little after the
+        # pass; until then its page has no line to show
         wait_until(
-            lambda: _image_row(running, namespace, last),  # noqa: B023 (used in the loop)
+            lambda: all(
+                _image_row(running, namespace, f"app-{i}")  # noqa: B023 (used in the loop)
+                for i in (0, 17, n - 1)
+            ),
             timeout=30,
-            what="the page of the last MyApp",
+            what="the pages of app-0, app-17 and the last MyApp",
         )
         _refuse_parsing(monkeypatch, parsed)
         try:
