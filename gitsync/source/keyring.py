@@ -34,6 +34,7 @@ from gitsync.source.verify import (
     primary_fingerprints,
     reject,
     signature_of,
+    split_key_file,
 )
 
 log = logging.getLogger(__name__)
@@ -147,10 +148,12 @@ class TrustedKeys:
             if b"PRIVATE KEY" in content:
                 # refused rather than copied: a signing key does not belong in gitsync's Pod
                 raise ConfigError(f"trusted keys {self.path}: {name} holds a private key")
-            if b"-----BEGIN PGP PUBLIC KEY BLOCK-----" in content or content[:1] >= b"\x80":
+            if content[:1] >= b"\x80":  # a binary OpenPGP key (gpg --export)
                 pgp.append((name, content))
-            else:
-                ssh += self._ssh_keys(name, content)
+                continue
+            blocks, others = split_key_file(content.decode(errors="replace"))
+            pgp += [(name, block.encode()) for block in blocks]
+            ssh += self._ssh_keys(name, others)
         gpg = shutil.which("gpg") or "gpg"
         home = Path(tempfile.mkdtemp(prefix="gitsync-keys-"))  # 0700, ours
         try:
@@ -168,13 +171,10 @@ class TrustedKeys:
             raise ConfigError(f"trusted keys {self.path}: no OpenPGP or SSH public key found")
         return ring
 
-    def _ssh_keys(self, name: str, content: bytes) -> list[SshKey]:
+    def _ssh_keys(self, name: str, lines: list[tuple[int, str]]) -> list[SshKey]:
         keys = []
-        text = content.decode(errors="replace")
         stem = name.rsplit(".", 1)[0] or "key"
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
+        for number, line in lines:
             key = parse_ssh_line(line, stem)
             if isinstance(key, str):
                 raise ConfigError(f"trusted keys {self.path}: {name}:{number}: {key}")

@@ -288,6 +288,34 @@ class SshKey:
         return f"{self.principals} {self.options} {self.keytype} {self.blob}\n"
 
 
+_ARMOR_BEGIN = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+_ARMOR_END = "-----END PGP PUBLIC KEY BLOCK-----"
+
+
+def split_key_file(text: str) -> tuple[list[str], list[tuple[int, str]]]:
+    """The armored OpenPGP key blocks of a trusted-keys file, and its other lines with
+    their numbers (blank and ``#`` lines left out), for the SSH keys. A file may hold both,
+    as git's own configuration may name both kinds of key: every line outside an armored
+    block is read as an SSH key, so none is dropped unread. A block with no end runs to the
+    end of the file (gpg then says what is wrong with it)."""
+    blocks: list[str] = []
+    others: list[tuple[int, str]] = []
+    block: list[str] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if block is not None:
+            block.append(line)
+            if line.strip() == _ARMOR_END:
+                blocks.append("\n".join(block) + "\n")
+                block = None
+        elif line.strip() == _ARMOR_BEGIN:
+            block = [line]
+        elif line.strip() and not line.lstrip().startswith("#"):
+            others.append((number, line))
+    if block is not None:
+        blocks.append("\n".join(block) + "\n")
+    return blocks, others
+
+
 _PRINCIPAL = re.compile(r"[A-Za-z0-9._@+-]{1,100}")
 
 

@@ -216,3 +216,26 @@ def test_bad_trusted_keys_are_configuration_errors(
     assert verifier is not None and verifier.mode == "tag"
     with pytest.raises(ConfigError, match="needs a Git URL"):
         open_source(str(tmp_path), "main", tmp_path / "cache", verifier=verifier)
+
+
+def test_a_key_file_with_an_openpgp_key_and_an_allowed_signers_line_trusts_both(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice, bob = signers["alice"], signers["bob"]
+    both = tmp_path / "trusted"
+    ssh_line = "bob@example.com " + bob.public.read_text().split(" bob@")[0]
+    both.write_text(alice.public.read_text() + ssh_line + "\n")
+    ring = TrustedKeys(both, 30).current()
+    assert ring.fingerprints == {alice.key}
+    assert [k.fingerprint for k in ring.ssh] == [bob.ident]
+    s = source(git_daemon, cache_dir, both)
+    by_bob = commit(upstream, {"apps/a.yaml": "a: 1\n"}, bob)
+    rev = s.fetch()
+    assert rev.sha == by_bob and f"signed by trusted SSH key {bob.ident}" in rev.verified
+    by_alice = commit(upstream, {"apps/a.yaml": "a: 2\n"}, alice)
+    assert s.fetch().sha == by_alice
+    # a line outside the armor that is no key: refused, naming the file and line
+    both.write_text(alice.public.read_text() + "not a key\n")
+    lines = len(alice.public.read_text().splitlines()) + 1
+    with pytest.raises(ConfigError, match=rf"trusted: trusted:{lines}: neither an SSH public key"):
+        TrustedKeys(both).current()

@@ -211,3 +211,18 @@ def test_a_refused_commit_is_notified_as_a_failed_sync() -> None:
         "ConfigMap/gs/gitsync-status-x",
         reason,
     )
+
+
+def test_a_key_file_with_an_armored_key_and_ssh_lines_gives_both() -> None:
+    from gitsync.source.verify import split_key_file
+
+    b64 = base64.b64encode(KEY_BLOB).decode()
+    armored = (
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    )
+    text = f"# ops keys\n{armored}\nops@example.com ssh-ed25519 {b64}\n{armored}"
+    blocks, others = split_key_file(text)
+    assert blocks == [armored, armored]
+    assert others == [(8, f"ops@example.com ssh-ed25519 {b64}")]
+    # a block with no end runs to the end of the file; nothing after it is an SSH line
+    assert split_key_file(armored[:-35] + "x\n") == ([armored[:-35] + "x\n"], [])
