@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitsync.errors import ConfigError, VerificationError
+from gitsync.errors import ConfigError, VerificationError, quote
 from gitsync.source.verify import (
     Mode,
     SshKey,
@@ -35,6 +35,7 @@ from gitsync.source.verify import (
     reject,
     signature_of,
     split_key_file,
+    tag_name_of,
 )
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ class Verifier:
             elif obj == commit:
                 verdict = reject("unsigned", "a lightweight tag, which cannot carry a signature")
         if verdict is None:
-            verdict = self._verdict(git, kind, target)
+            verdict = self._verdict(git, kind, target, remote_ref.removeprefix("refs/tags/"))
         if verdict.ok and kind == "tag":
             # the tag's own hash names its target: it peels to the commit checked out
             rc, peeled, _ = git(["rev-parse", "--verify", f"{target}^{{commit}}"], {}, [])
@@ -263,7 +264,7 @@ class Verifier:
             )
         return text
 
-    def _verdict(self, git: GitCall, kind: Mode, target: str) -> Verdict:
+    def _verdict(self, git: GitCall, kind: Mode, target: str, tag: str) -> Verdict:
         try:
             ring = self.keys.current()
         except ConfigError as e:
@@ -275,7 +276,20 @@ class Verifier:
         if signature is None:
             return judge(None, kind, 0, "", ring.fingerprints)
         rc, _, err = git([f"verify-{kind}", "--raw", target], ring.git_env(), ring.git_config())
-        return judge(signature, kind, rc, err, ring.fingerprints)
+        verdict = judge(signature, kind, rc, err, ring.fingerprints)
+        if verdict.ok and kind == "tag" and tag_name_of(raw) != tag:
+            # the signature covers the tag's own name, not the ref's: a signed "v1.0"
+            # pushed as refs/tags/prod would otherwise pass as a signed "prod"
+            return Verdict(
+                False,
+                "tag-mismatch",
+                verdict.format,
+                verdict.key,
+                verdict.signer,
+                f"the signed tag is named {quote(tag_name_of(raw))}, not {quote(tag)}"
+                f" (signed by {verdict.describe()})",
+            )
+        return verdict
 
 
 def verifier_of(options: Mapping[str, object]) -> Verifier | None:

@@ -33,6 +33,10 @@ Reason = Literal[
     "expired-key",
     "expired-signature",
     "revoked-key",
+    "not-yet-valid",
+    "namespace-mismatch",
+    "tag-mismatch",
+    "not-a-descendant",
     "unverifiable",
 ]
 
@@ -113,6 +117,15 @@ def signature_of(raw: str, kind: Mode) -> str | None:
         if raw[start:].split("\n", 1)[0] in _BEGIN:
             return raw[start:]
     return None
+
+
+def tag_name_of(raw: str) -> str:
+    """The name a raw tag object gives itself (its ``tag`` header), or "" when none."""
+    header, _, _ = raw.partition("\n\n")
+    for line in header.split("\n"):
+        if line.startswith("tag "):
+            return line[4:]
+    return ""
 
 
 def format_of(signature: str) -> Format | None:

@@ -239,3 +239,24 @@ def test_a_key_file_with_an_openpgp_key_and_an_allowed_signers_line_trusts_both(
     lines = len(alice.public.read_text().splitlines()) + 1
     with pytest.raises(ConfigError, match=rf"trusted: trusted:{lines}: neither an SSH public key"):
         TrustedKeys(both).current()
+
+
+def test_a_signed_tag_pushed_under_another_name_is_refused(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice = signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    commit(upstream, {"a.yaml": "a: 1\n"}, None)
+    prod = tag(upstream, "prod", alice)
+    s = source(git_daemon, cache_dir, keys, ref="prod", mode="tag")
+    assert s.fetch().verified.startswith(f"tag {prod} of prod is signed by trusted")
+    # an old release, signed as "v0.9", pushed as refs/tags/prod by someone with no key
+    old = commit(upstream, {"a.yaml": "a: vulnerable\n"}, None)
+    v09 = tag(upstream, "v0.9", alice)
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{v09}:refs/tags/prod")
+    e = refused(s)
+    assert (e.reason, e.sha) == ("tag-mismatch", v09)
+    assert f"tag {v09} of prod not applied: tag-mismatch: the signed tag is named 'v0.9'" in str(e)
+    assert f"not 'prod' (signed by OpenPGP key {alice.key}" in str(e)
+    assert s._current is not None and s._current.sha != old
+    assert (s.dir / "a.yaml").read_text() == "a: 1\n"
