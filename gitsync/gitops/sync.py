@@ -35,6 +35,7 @@ from gitsync.kube.interfaces import Client
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
 from gitsync.model.api import (
+    ACCEPT_ANNOTATION,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -162,17 +163,20 @@ class Syncer:
         self.reconciler.foreign_owner = self.identity.owner_of
         #: MyApps of another instance this one refused, announced by an Event once
         self._refused: dict[str, str] = {}
+        #: (the commit the cluster is at, the last one accepted once by annotation); read
+        #: from the status ConfigMap on the first pass, then kept here
+        self._baseline: tuple[str, str] | None = None
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
         self._interrupted.clear()
         result = ChangeSet()
         try:
-            rev = self.source.fetch()
+            rev = self._fetch()
         except VerificationError as e:
             self._reject(result, e, start)
             return result
-        except SourceError as e:
+        except (SourceError, APIError) as e:
             result.errors.append(str(e))
             result.prune_skipped = "the fetch failed; nothing is pruned"
             log.error("fetch failed: %s", e)
@@ -223,6 +227,44 @@ class Syncer:
         self._prune(result, set(desired), tracked, loaded.ok)
         self._record(result, start)
         return result
+
+    def _fetch(self) -> Revision:
+        """The source's revision, which must descend from the commit last applied (with
+        --verify-commits; :meth:`GitSource.fetch` checks), or be the one commit the accept
+        annotation names, once."""
+        applied, once = self._last_applied()
+        try:
+            rev = self.source.fetch(after=applied)
+        except VerificationError as e:
+            if e.reason != "not-a-descendant" or self.state is None or e.sha == once:
+                raise
+            cm = self.state.read_object() or {}
+            wanted = ((cm.get("metadata") or {}).get("annotations") or {}).get(ACCEPT_ANNOTATION)
+            if not isinstance(wanted, str) or wanted.strip().lower() != e.sha:
+                raise
+            log.warning(
+                "commit %s is applied although it does not descend from %s: annotation %s"
+                " on ConfigMap/%s/%s names it (once)",
+                e.sha, applied, ACCEPT_ANNOTATION, self.state.namespace, self.state.name,
+            )  # fmt: skip
+            rev = self.source.fetch(after=applied, accept=e.sha)
+            once = e.sha
+        self._baseline = (rev.sha or applied, once)
+        return rev
+
+    def _last_applied(self) -> tuple[str, str]:
+        """The commit the cluster is at and the last accepted once, as the status ConfigMap
+        records them. That ConfigMap, not the MyApps' status.source, is the record: it is
+        one per instance, written by the pass after the commit was accepted, while each
+        MyApp's status names the revision that last changed that MyApp (a pass that fails
+        for some leaves them at several) and may be written by whoever edits MyApps. No
+        record (a first sync): any verified commit is accepted."""
+        if self._baseline is None:
+            data = self.state.read() if self.state is not None else {}
+            revision = data.get("revision", "")
+            applied = data.get("appliedCommit") or revision.partition("@sha1:")[2]
+            self._baseline = (applied, data.get("acceptedOnce", ""))
+        return self._baseline
 
     def _absent_deployments(self, desired: Iterable[str]) -> frozenset[str]:
         """Desired MyApps whose Deployment does not exist, by one LIST per namespace.
@@ -424,5 +466,11 @@ class Syncer:
 
     def _record(self, result: ChangeSet, start: float) -> None:
         result.seconds = time.monotonic() - start
+        if self._baseline is None:
+            # the record could not be read: writing this pass's would erase it, and
+            # with it what the next commit must descend from
+            log.warning("the sync state is not recorded: %s", "; ".join(result.errors))
+            return
+        result.applied_commit, result.accepted_once = self._baseline
         if self.state is not None:
             self.state.record_changes(result)

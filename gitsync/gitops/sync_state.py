@@ -42,6 +42,10 @@ class SyncState:
     verification: str = ""
     #: --verify-commits: the commit (or tag) refused, while the ref names it
     rejected: str = ""
+    #: the commit the cluster is at: what the next revision must descend from
+    applied_commit: str = ""
+    #: the last commit applied by the one-shot accept annotation (not accepted again)
+    accepted_once: str = ""
 
     def data(self) -> dict[str, str]:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -68,6 +72,8 @@ def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
         prune_skipped=changes.prune_skipped or "",
         verification=changes.verification,
         rejected=changes.rejection.sha if changes.rejection else "",
+        applied_commit=changes.applied_commit,
+        accepted_once=changes.accepted_once,
     )
 
 
@@ -110,6 +116,13 @@ class StateWriter:
         except APINotFoundError:
             return {}
         return dict(cm.get("data") or {})
+
+    def read_object(self) -> Obj | None:
+        """The ConfigMap as the API server holds it, or None when there is none."""
+        try:
+            return self.kube.get(self.path, subject=f"ConfigMap/{self.namespace}/{self.name}")
+        except APINotFoundError:
+            return None
 
     @staticmethod
     def read_all(kube: Client, namespace: str) -> dict[str, dict[str, str]]:

@@ -236,6 +236,8 @@ class Verifier:
 
     keys: TrustedKeys
     mode: Mode = "commit"
+    #: apply a signed commit that does not descend from the last applied one (logged)
+    allow_non_fast_forward: bool = False
 
     def check(self, git: GitCall, ref: str, remote_ref: str, commit: str, obj: str) -> str:
         """The good verdict in words, else :class:`VerificationError`. ``commit`` is the sha
@@ -308,4 +310,10 @@ def verifier_of(options: Mapping[str, object]) -> Verifier | None:
     timeout = options.get("git_timeout")
     trusted = TrustedKeys(keys, float(timeout) if isinstance(timeout, int | float) else 30.0)
     trusted.current()
-    return Verifier(trusted, "tag" if mode == "tag" else "commit")
+    allow = bool(options.get("allow_non_fast_forward"))
+    if allow:
+        log.warning(
+            "--allow-non-fast-forward: a signed commit is applied even when it does not"
+            " descend from the last applied one (a rewind or a jump sideways)"
+        )
+    return Verifier(trusted, "tag" if mode == "tag" else "commit", allow)

@@ -260,3 +260,53 @@ def test_a_signed_tag_pushed_under_another_name_is_refused(
     assert f"not 'prod' (signed by OpenPGP key {alice.key}" in str(e)
     assert s._current is not None and s._current.sha != old
     assert (s.dir / "a.yaml").read_text() == "a: 1\n"
+
+
+def test_a_signed_commit_that_does_not_descend_from_the_last_applied_is_refused(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice = signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    s = source(git_daemon, cache_dir, keys)
+    old = commit(upstream, {"a.yaml": "a: vulnerable\n"}, alice)
+    assert s.fetch().sha == old
+    new = commit(upstream, {"a.yaml": "a: fixed\n"}, alice)
+    assert s.fetch(after=old).sha == new  # a fast-forward: one commit deeper
+    for _ in range(30):  # further than the first deepening
+        latest = commit(upstream, {"a.yaml": "a: fixed\n"}, alice)
+    assert s.fetch(after=new).sha == latest
+
+    # a rollback by someone with no key: main force-pushed to the old signed commit
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{old}:refs/heads/main")
+    # without a last applied commit (a first sync) there is nothing to check against
+    assert source(git_daemon, tmp_path / "first", keys).fetch().sha == old
+    with pytest.raises(VerificationError) as err:
+        s.fetch(after=latest)
+    assert (err.value.reason, err.value.sha) == ("not-a-descendant", old)
+    assert str(err.value) == (
+        f"commit {old} of main not applied: not-a-descendant: it does not descend from commit"
+        f" {latest}, the last applied (a rewind or a jump sideways); to apply it, see"
+        " --allow-non-fast-forward"
+    )
+    assert (s.dir / "a.yaml").read_text() == "a: fixed\n"  # the tree stays
+
+    # a signed commit of an unmerged branch, forked before the fix
+    upstream.wgit("checkout", "--quiet", "-b", "feature", old)
+    side = commit(upstream, {"a.yaml": "a: sideways\n"}, alice)
+    with pytest.raises(VerificationError) as err:
+        s.fetch(after=latest)
+    assert (err.value.reason, err.value.sha) == ("not-a-descendant", side)
+    # a fresh cache, which holds neither: the history is fetched deeper until it ends
+    with pytest.raises(VerificationError) as err:
+        source(git_daemon, tmp_path / "fresh", keys).fetch(after=latest)
+    assert err.value.reason == "not-a-descendant"
+    # and finds the last applied one where it is an ancestor
+    assert source(git_daemon, tmp_path / "fresh2", keys).fetch(after=old).sha == side
+
+    # the ways to accept it: once, by its sha; or always, by the flag (both said)
+    assert "accepted once" in s.fetch(after=latest, accept=side).verified
+    allowing = source(git_daemon, tmp_path / "c3", keys)
+    assert allowing._verifier is not None
+    allowing._verifier.allow_non_fast_forward = True
+    rev = allowing.fetch(after=latest)
+    assert rev.sha == side and "accepted by --allow-non-fast-forward" in rev.verified

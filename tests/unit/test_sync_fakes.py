@@ -38,7 +38,7 @@ class DirSource:
         self.directory = directory
         self.commits = 0
 
-    def fetch(self) -> Revision:
+    def fetch(self, after: str = "", accept: str = "") -> Revision:
         return Revision("main", f"{self.commits:040x}", self.directory)
 
     def remote_sha(self) -> str:
