@@ -21,6 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gitsync.errors import ConfigError, VerificationError, quote
@@ -28,6 +29,7 @@ from gitsync.source.verify import (
     Mode,
     SshKey,
     Verdict,
+    check_ssh_key,
     judge,
     message,
     parse_ssh_line,
@@ -279,6 +281,8 @@ class Verifier:
             return judge(None, kind, 0, "", ring.fingerprints)
         rc, _, err = git([f"verify-{kind}", "--raw", target], ring.git_env(), ring.git_config())
         verdict = judge(signature, kind, rc, err, ring.fingerprints)
+        if verdict.format == "ssh":
+            verdict = check_ssh_key(verdict, signature, ring.ssh, datetime.now(UTC))
         if verdict.ok and kind == "tag" and tag_name_of(raw) != tag:
             # the signature covers the tag's own name, not the ref's: a signed "v1.0"
             # pushed as refs/tags/prod would otherwise pass as a signed "prod"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,62 @@ def test_a_signed_commit_that_does_not_descend_from_the_last_applied_is_refused(
     allowing._verifier.allow_non_fast_forward = True
     rev = allowing.fetch(after=latest)
     assert rev.sha == side and "accepted by --allow-non-fast-forward" in rev.verified
+
+
+@pytest.mark.parametrize(
+    ("options", "dated", "reason", "detail"),
+    [
+        # retired in 2020; the commit claims 2019, which ssh-keygen alone would accept
+        ('valid-before="20200101"', "2019-06-01T00:00:00Z", "expired-key",
+         "which is valid only before 20200101 (valid-before)"),
+        ('valid-after="20990101Z"', "", "not-yet-valid",
+         "which is valid only after 20990101Z (valid-after)"),
+        ('namespaces="file"', "", "namespace-mismatch",
+         "is trusted only for namespaces 'file'"),
+    ],
+)  # fmt: skip
+def test_an_ssh_key_window_is_checked_at_the_time_of_verification(
+    git_daemon: str,
+    upstream: Upstream,
+    cache_dir: Path,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+    options: str,
+    dated: str,
+    reason: str,
+    detail: str,
+) -> None:
+    bob = signers["bob"]
+    keys = tmp_path / "allowed_signers"
+    keytype, blob = bob.public.read_text().split()[:2]
+    keys.write_text(f"bob@example.com {options} {keytype} {blob}\n")
+    if dated:
+        upstream.env |= {"GIT_COMMITTER_DATE": dated, "GIT_AUTHOR_DATE": dated}
+    sha = commit(upstream, {"a.yaml": "a: 1\n"}, bob)
+    e = refused(source(git_daemon, cache_dir, keys))
+    assert (e.reason, e.sha, e.key) == (reason, sha, bob.ident)
+    assert str(e).startswith(f"commit {sha} of main not applied: {reason}: ") and detail in str(e)
+
+
+def test_an_ssh_signature_for_another_namespace_is_a_namespace_mismatch(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    bob = signers["bob"]
+    sha = commit(upstream, {"a.yaml": "a: 1\n"}, bob)
+    # the same commit, its signature made again by bob's key for namespace "file"
+    raw = upstream.wgit("cat-file", "commit", sha)
+    header, _, body = raw.partition("\n\n")
+    kept = [line for line in header.split("\n") if not line.startswith(("gpgsig", " "))]
+    payload = "\n".join(kept) + "\n\n" + body + "\n"
+    signed = subprocess.run(["ssh-keygen", "-q", "-Y", "sign", "-n", "file", "-f", bob.key],
+                            input=payload, capture_output=True, text=True, check=True,
+                            timeout=30).stdout  # fmt: skip
+    sig = "gpgsig " + "\n ".join(signed.strip().split("\n"))
+    forged = "\n".join(kept) + "\n" + sig + "\n\n" + body + "\n"
+    new = subprocess.run(["git", "-C", str(upstream.work), "hash-object", "-t", "commit", "-w",
+                          "--stdin"], input=forged, env=upstream.env, capture_output=True,
+                         text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{new}:refs/heads/main")
+    e = refused(source(git_daemon, cache_dir, keys_dir(tmp_path, bob)))
+    assert (e.reason, e.sha) == ("namespace-mismatch", new)
+    assert f"the signature by SSH key {bob.ident} is for namespace 'file', not 'git'" in str(e)
