@@ -232,9 +232,32 @@ class Syncer:
         """The source's revision, which must descend from the commit last applied (with
         --verify-commits; :meth:`GitSource.fetch` checks), or be the one commit the accept
         annotation names, once."""
+        known = self._baseline is not None and self.state is not None
         applied, once = self._last_applied()
         try:
-            rev = self.source.fetch(after=applied)
+            rev, once = self._fetch_after(applied, once)
+            stale = known and bool(rev.sha) and rev.sha != applied and self._moved(applied)
+        except VerificationError as e:
+            if not (known and e.reason == "not-a-descendant" and self._moved(applied)):
+                raise
+            stale = True
+        if stale:
+            # judged against what this replica applied last, while another replica may
+            # have applied more since (leadership moves): the record, read again once per
+            # new commit (never in steady state), decides
+            applied, once = self._last_applied()
+            rev, once = self._fetch_after(applied, once)
+        self._baseline = (rev.sha or applied, once)
+        return rev
+
+    def _moved(self, applied: str) -> bool:
+        """Whether the record, read again, names another commit than ``applied``."""
+        self._baseline = None
+        return self._last_applied()[0] != applied
+
+    def _fetch_after(self, applied: str, once: str) -> tuple[Revision, str]:
+        try:
+            return self.source.fetch(after=applied), once
         except VerificationError as e:
             if e.reason != "not-a-descendant" or self.state is None or e.sha == once:
                 raise
@@ -247,10 +270,7 @@ class Syncer:
                 " on ConfigMap/%s/%s names it (once)",
                 e.sha, applied, ACCEPT_ANNOTATION, self.state.namespace, self.state.name,
             )  # fmt: skip
-            rev = self.source.fetch(after=applied, accept=e.sha)
-            once = e.sha
-        self._baseline = (rev.sha or applied, once)
-        return rev
+            return self.source.fetch(after=applied, accept=e.sha), e.sha
 
     def _last_applied(self) -> tuple[str, str]:
         """The commit the cluster is at and the last accepted once, as the status ConfigMap
