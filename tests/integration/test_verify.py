@@ -163,6 +163,34 @@ def test_the_daemon_refuses_an_ssh_signed_commit_by_another_key_and_recovers(
     assert get(kube, "MyApp", namespace, "two") is not None
 
 
+def test_the_daemon_refuses_a_signed_rollback_and_keeps_what_it_applied(
+    kube: Kube,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    verifying_daemon: Running,
+) -> None:
+    wait_until(lambda: get(kube, "MyApp", namespace, "one"), timeout=30, what="one")
+    first = upstream.wgit("rev-parse", "HEAD")
+    bob = signers["bob"]
+    commit(upstream, {"apps/one.yaml": app_yaml(namespace, "one", image="app:fixed"),
+                      "apps/two.yaml": app_yaml(namespace, "two")}, bob)  # fmt: skip
+    wait_until(lambda: get(kube, "MyApp", namespace, "two"), timeout=30, what="two")
+    assert image(kube, namespace, "one") == "app:fixed"
+    # main force-pushed back to the first signed commit, by someone with no key
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{first}:refs/heads/main")
+    metric = 'gitsync_verification_failures_total{reason="not-a-descendant"}'
+    wait_until(
+        lambda: metric in verifying_daemon.http("GET", "/metrics")[1], timeout=30, what=metric
+    )
+    # the API server: nothing of the old commit applied, nothing pruned
+    assert image(kube, namespace, "one") == "app:fixed"
+    assert get(kube, "MyApp", namespace, "two") is not None
+    assert verifying_daemon.daemon.controller.events.flush(), "Events still queued"
+    (message,) = events(kube, namespace, "VerificationFailed")
+    assert message.startswith(f"commit {first} of main not applied: not-a-descendant: ")
+
+
 def gitsync(kubeconfig: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "KUBECONFIG": kubeconfig, "GITSYNC_LOG_FORMAT": "text", **env}
     return subprocess.run([GITSYNC, *args], capture_output=True, text=True, timeout=120, env=full)
