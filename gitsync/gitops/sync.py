@@ -29,7 +29,7 @@ from gitsync.errors import (
     VerificationError,
 )
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops.sync_state import StateWriter
+from gitsync.gitops.sync_state import StateWriter, last_applied
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Client
 from gitsync.kube.throttle import Throttle
@@ -261,9 +261,7 @@ class Syncer:
         except VerificationError as e:
             if e.reason != "not-a-descendant" or self.state is None or e.sha == once:
                 raise
-            cm = self.state.read_object() or {}
-            wanted = ((cm.get("metadata") or {}).get("annotations") or {}).get(ACCEPT_ANNOTATION)
-            if not isinstance(wanted, str) or wanted.strip().lower() != e.sha:
+            if last_applied(self.state.read_object())[2] != e.sha:
                 raise
             log.warning(
                 "commit %s is applied although it does not descend from %s: annotation %s"
@@ -280,10 +278,9 @@ class Syncer:
         for some leaves them at several) and may be written by whoever edits MyApps. No
         record (a first sync): any verified commit is accepted."""
         if self._baseline is None:
-            data = self.state.read() if self.state is not None else {}
-            revision = data.get("revision", "")
-            applied = data.get("appliedCommit") or revision.partition("@sha1:")[2]
-            self._baseline = (applied, data.get("acceptedOnce", ""))
+            cm = self.state.read_object() if self.state is not None else None
+            applied, once, _ = last_applied(cm)
+            self._baseline = (applied, once)
         return self._baseline
 
     def _absent_deployments(self, desired: Iterable[str]) -> frozenset[str]:

@@ -19,7 +19,14 @@ from gitsync.gitops import failures
 from gitsync.kube.client import resource_path
 from gitsync.kube.events import EventRecorder, EventType
 from gitsync.kube.interfaces import Client
-from gitsync.model.api import FIELD_MANAGER, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.model.api import (
+    ACCEPT_ANNOTATION,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    Obj,
+)
 from gitsync.model.instance import INSTANCE_LABEL, STATUS_PREFIX
 from gitsync.model.myapp_status import now
 
@@ -74,6 +81,21 @@ def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
         rejected=changes.rejection.sha if changes.rejection else "",
         applied_commit=changes.applied_commit,
         accepted_once=changes.accepted_once,
+    )
+
+
+def last_applied(cm: Obj | None) -> tuple[str, str, str]:
+    """From the status ConfigMap: the commit the cluster is at, the last commit accepted
+    once by the annotation, and the commit the annotation names now ("" each when none).
+    A record written before ``appliedCommit`` existed names the commit in its revision."""
+    data = dict((cm or {}).get("data") or {})
+    annotations = ((cm or {}).get("metadata") or {}).get("annotations") or {}
+    applied = data.get("appliedCommit") or data.get("revision", "").partition("@sha1:")[2]
+    wanted = annotations.get(ACCEPT_ANNOTATION)
+    return (
+        applied,
+        data.get("acceptedOnce", ""),
+        (wanted.strip().lower() if isinstance(wanted, str) else ""),
     )
 
 

@@ -275,6 +275,10 @@ def test_a_signed_rollback_or_sideways_commit_is_refused_unless_accepted(
     assert db is not None
 
     def refused(sha: str) -> None:
+        # diff judges it as sync does: refused, exit 2, nothing previewed
+        diff = gitsync(kubeconfig, "diff", *args[1:])
+        assert diff.returncode == 2 and diff.stdout == "", diff.stderr
+        assert f"commit {sha} of main not applied: not-a-descendant" in diff.stderr
         sync = gitsync(kubeconfig, *args)
         assert sync.returncode == 2, sync.stderr
         assert (
@@ -304,6 +308,7 @@ def test_a_signed_rollback_or_sideways_commit_is_refused_unless_accepted(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert annotate.returncode == 0, annotate.stderr
+    assert gitsync(kubeconfig, "diff", *args[1:]).returncode == 1  # a sync would write
     sync = gitsync(kubeconfig, *args)
     assert sync.returncode == 0, sync.stderr
     assert f"commit {side} is applied although it does not descend from {new}" in sync.stderr
