@@ -127,6 +127,8 @@ class GitSource:
         self._verifier = verifier
         #: (commit, object) last refused by the verifier: not fetched again while it stays
         self._rejected: tuple[str, str] | None = None
+        #: (last applied, commit, verdict) last found not to descend (or not known to)
+        self._undescended: tuple[str, str, bool | None] | None = None
 
     @property
     def dir(self) -> Path:
@@ -249,9 +251,14 @@ class GitSource:
             words = f"; not checked to descend from {after}, the last applied: {how}"
             log.warning("commit %s of %s%s", sha, self.ref, words)
             return words
-        descends = self._descends(remote_ref, after, sha)
+        refused = self._undescended
+        if refused is not None and refused[:2] == (after, sha):
+            descends: bool | None = refused[2]  # judged already: not deepened again each poll
+        else:
+            descends = self._descends(remote_ref, after, sha)
         if descends:
             return ""
+        self._undescended = (after, sha, descends)
         why = (
             f"it does not descend from commit {after}, the last applied (a rewind or a jump"
             " sideways)"

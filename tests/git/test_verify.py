@@ -290,6 +290,11 @@ def test_a_signed_commit_that_does_not_descend_from_the_last_applied_is_refused(
         " --allow-non-fast-forward"
     )
     assert (s.dir / "a.yaml").read_text() == "a: fixed\n"  # the tree stays
+    # refused again on the next poll without deepening the history again
+    s._descends = lambda *args: pytest.fail("deepened again")  # type: ignore[method-assign]
+    with pytest.raises(VerificationError, match="not-a-descendant"):
+        s.fetch(after=latest)
+    del s._descends
 
     # a signed commit of an unmerged branch, forked before the fix
     upstream.wgit("checkout", "--quiet", "-b", "feature", old)
