@@ -176,7 +176,8 @@ def test_the_daemon_refuses_a_signed_rollback_and_keeps_what_it_applied(
     commit(upstream, {"apps/one.yaml": app_yaml(namespace, "one", image="app:fixed"),
                       "apps/two.yaml": app_yaml(namespace, "two")}, bob)  # fmt: skip
     wait_until(lambda: get(kube, "MyApp", namespace, "two"), timeout=30, what="two")
-    assert image(kube, namespace, "one") == "app:fixed"
+    # the same pass applies both, in parallel: one may be written after two
+    wait_until(lambda: image(kube, namespace, "one") == "app:fixed", timeout=30, what="fixed")
     # main force-pushed back to the first signed commit, by someone with no key
     upstream.wgit("push", "--quiet", "--force", "origin", f"{first}:refs/heads/main")
     metric = 'gitsync_verification_failures_total{reason="not-a-descendant"}'
