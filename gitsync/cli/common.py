@@ -76,8 +76,8 @@ def namespaces(kw: dict[str, Any], kube: Kube | None) -> None:
             kw[key] = fallback
 
 
-def load(kw: dict[str, Any]) -> tuple[str, manifests.LoadResult]:
-    rev = source(kw).fetch()
+def load(kw: dict[str, Any], after: str = "", accept: str = "") -> tuple[str, manifests.LoadResult]:
+    rev = source(kw).fetch(after=after, accept=accept)
     loaded = manifests.load(
         rev.dir,
         kw["path"],

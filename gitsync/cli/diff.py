@@ -11,6 +11,7 @@ import click
 
 from gitsync.cli import common
 from gitsync.cli.options import (
+    NAMESPACE_DEFAULT,
     adopt_option,
     cluster_options,
     create_namespace_option,
@@ -29,6 +30,7 @@ from gitsync.engine.planner import Settings
 from gitsync.errors import APINotFoundError, printable
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import myapp_body, tracked_by
+from gitsync.gitops.sync_state import StateWriter, last_applied
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import (
     DEFAULT_FORCE_MANAGERS,
@@ -67,6 +69,13 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @watch_namespace_option
 @create_namespace_option
 @adopt_option
+@opt(
+    "--status-namespace",
+    env="STATUS_NAMESPACE",
+    default=None,
+    help="Where the sync status ConfigMap lives: with --verify-commits, the commit must "
+    "descend from the one it records, as for sync (default: " + NAMESPACE_DEFAULT + ").",
+)
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
@@ -74,9 +83,15 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     suspend) and conflicts with other controllers are shown, and do not make it 1."""
     kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
     common.namespaces(kw, kube)
+    after = accept = ""
+    if kw.get("verify_commits") or kw.get("verify"):
+        # judged as a sync judges it: against the commit the status ConfigMap records
+        state = StateWriter(kube, kw["status_namespace"], common.identity(kw).name)
+        after, once, wanted = last_applied(state.read_object())
+        accept = "" if wanted == once else wanted
     # the two LISTs and reading the manifests overlap: together they are the run
     with ThreadPoolExecutor(3) as pool:
-        loading = pool.submit(common.load, kw)
+        loading = pool.submit(common.load, kw, after, accept)
         listing = pool.submit(_list, kube, resource_path("apps.example.com/v1", "myapps"))
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         deployments_listing = pool.submit(

@@ -193,6 +193,14 @@ def verify_options() -> list[Callable[[F], F]]:
             help="OpenPGP public keys and SSH public keys (or allowed-signers lines): a "
             "file, or a directory of them such as a mounted Secret.",
         ),
+        opt(
+            "--allow-non-fast-forward",
+            env="ALLOW_NON_FAST_FORWARD",
+            is_flag=True,
+            help="With --verify-commits: apply a signed commit even when it does not "
+            "descend from the last applied one (a rewind or a jump sideways; logged). "
+            "Without it such a commit is refused as not-a-descendant.",
+        ),
     ]
 
 

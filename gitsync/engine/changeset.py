@@ -86,6 +86,11 @@ class ChangeSet:
     rejection: VerificationError | None = None
     #: --verify-commits: whose good signature the applied commit carries, or why refused
     verification: str = ""
+    #: the commit the cluster is at after the pass (the one applied, else the one before):
+    #: with --verify-commits, the next must descend from it
+    applied_commit: str = ""
+    #: the last commit let through once by the accept annotation (never twice)
+    accepted_once: str = ""
     fetch_seconds: float = 0.0
     seconds: float = 0.0
 

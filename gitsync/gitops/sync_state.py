@@ -19,7 +19,14 @@ from gitsync.gitops import failures
 from gitsync.kube.client import resource_path
 from gitsync.kube.events import EventRecorder, EventType
 from gitsync.kube.interfaces import Client
-from gitsync.model.api import FIELD_MANAGER, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj
+from gitsync.model.api import (
+    ACCEPT_ANNOTATION,
+    FIELD_MANAGER,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    Obj,
+)
 from gitsync.model.instance import INSTANCE_LABEL, STATUS_PREFIX
 from gitsync.model.myapp_status import now
 
@@ -42,6 +49,10 @@ class SyncState:
     verification: str = ""
     #: --verify-commits: the commit (or tag) refused, while the ref names it
     rejected: str = ""
+    #: the commit the cluster is at: what the next revision must descend from
+    applied_commit: str = ""
+    #: the last commit applied by the one-shot accept annotation (not accepted again)
+    accepted_once: str = ""
 
     def data(self) -> dict[str, str]:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -68,6 +79,23 @@ def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
         prune_skipped=changes.prune_skipped or "",
         verification=changes.verification,
         rejected=changes.rejection.sha if changes.rejection else "",
+        applied_commit=changes.applied_commit,
+        accepted_once=changes.accepted_once,
+    )
+
+
+def last_applied(cm: Obj | None) -> tuple[str, str, str]:
+    """From the status ConfigMap: the commit the cluster is at, the last commit accepted
+    once by the annotation, and the commit the annotation names now ("" each when none).
+    A record written before ``appliedCommit`` existed names the commit in its revision."""
+    data = dict((cm or {}).get("data") or {})
+    annotations = ((cm or {}).get("metadata") or {}).get("annotations") or {}
+    applied = data.get("appliedCommit") or data.get("revision", "").partition("@sha1:")[2]
+    wanted = annotations.get(ACCEPT_ANNOTATION)
+    return (
+        applied,
+        data.get("acceptedOnce", ""),
+        (wanted.strip().lower() if isinstance(wanted, str) else ""),
     )
 
 
@@ -110,6 +138,13 @@ class StateWriter:
         except APINotFoundError:
             return {}
         return dict(cm.get("data") or {})
+
+    def read_object(self) -> Obj | None:
+        """The ConfigMap as the API server holds it, or None when there is none."""
+        try:
+            return self.kube.get(self.path, subject=f"ConfigMap/{self.namespace}/{self.name}")
+        except APINotFoundError:
+            return None
 
     @staticmethod
     def read_all(kube: Client, namespace: str) -> dict[str, dict[str, str]]:

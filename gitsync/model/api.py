@@ -25,6 +25,9 @@ ADOPT_ANNOTATION: Final = "gitsync.apps.example.com/adopt"
 APPLIED_ANNOTATION: Final = "gitsync.apps.example.com/applied"
 #: the file in the repository a Git-managed MyApp came from
 SOURCE_PATH_ANNOTATION: Final = "gitsync.apps.example.com/source-path"
+#: on the status ConfigMap: the full sha of one signed commit to apply although it does
+#: not descend from the last applied one (once: a commit it let through is not again)
+ACCEPT_ANNOTATION: Final = "gitsync.apps.example.com/accept-non-fast-forward"
 
 DriftPolicy = Literal["correct", "report"]
 DRIFT_POLICIES: Final = ("correct", "report")

@@ -27,6 +27,7 @@ from gitsync.source.cache import check_private, private_dir, write_private_file
 from gitsync.source.gitenv import NO_CREDENTIALS, Credentials
 from gitsync.source.giturl import SCP_URL, check_url, redact_url
 from gitsync.source.keyring import Verifier
+from gitsync.source.verify import message, reject
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 # a conservative subset of git-check-ref-format: never an option, never a revision expression
 _REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
 _FETCHED = "refs/gitsync/fetched"
+#: how much history is deepened by, in turn, to find the last applied commit in
+_DEEPEN = (20, 200, 2000)
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
 
 
@@ -55,7 +58,7 @@ class Revision:
 
 
 class Source(Protocol):
-    def fetch(self) -> Revision: ...
+    def fetch(self, after: str = "", accept: str = "") -> Revision: ...
 
     def remote_sha(self) -> str: ...
 
@@ -66,7 +69,7 @@ class LocalSource:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def fetch(self) -> Revision:
+    def fetch(self, after: str = "", accept: str = "") -> Revision:
         if not self.directory.is_dir():
             raise SourceError(f"{self.directory} is not a directory")
         return Revision(ref="local", sha="", dir=self.directory.resolve())
@@ -135,6 +138,8 @@ class GitSource:
         self._verifier = verifier
         #: (commit, object) last refused by the verifier: not fetched again while it stays
         self._rejected: tuple[str, str] | None = None
+        #: (last applied, commit, verdict) last found not to descend (or not known to)
+        self._undescended: tuple[str, str, bool | None] | None = None
 
     @property
     def dir(self) -> Path:
@@ -149,8 +154,13 @@ class GitSource:
             self._ensure_repo()
             return self._ls_remote()[0]
 
-    def fetch(self) -> Revision:
-        """Make ``dir`` hold the ref's current commit; fetch only when it moved."""
+    def fetch(self, after: str = "", accept: str = "") -> Revision:
+        """Make ``dir`` hold the ref's current commit; fetch only when it moved.
+
+        With a verifier, a commit that does not descend from ``after`` (the commit last
+        applied; "" when none is known) is refused as ``not-a-descendant``, unless it is
+        ``accept`` or the verifier allows non-fast-forwards: a signature says who made a
+        commit, not that the ref may go back to it."""
         self._check_token_file()
         with self._lock:
             self._ensure_repo()
@@ -158,14 +168,16 @@ class GitSource:
                 sha = remote_ref = obj = self.ref.lower()
             else:
                 sha, remote_ref, obj = self._ls_remote()
-            if self._current is not None and self._current.sha == sha:
-                return self._current
+            current = self._current
+            if current is not None and current.sha == sha and after.lower() in ("", sha):
+                return current  # unchanged (and the commit last applied, when one is given)
             stale = self._head() != sha or (self._verifier is not None and not self._has(obj))
             if stale and self._rejected != (sha, obj):
                 sha, obj = self._fetch(remote_ref)
             # before the checkout, on the very objects (named by their hashes) it reads: a
             # refused commit is never checked out, the previous tree stays
             verified = self._verify(remote_ref, sha, obj)
+            verified += self._check_descent(remote_ref, sha, obj, after, accept)
             omitted = self._sparse(sha)
             self._run("checkout", "--quiet", "--force", "--detach", sha)
             self._run("clean", "-ffdx", "--quiet")
@@ -271,6 +283,78 @@ class GitSource:
         self._rejected = None
         log.info("%s", verified)
         return verified
+
+    def _check_descent(self, remote_ref: str, sha: str, obj: str, after: str, accept: str) -> str:
+        """ "" when ``sha`` descends from ``after`` (or nothing is to be checked), the words
+        of an accepted exception, else :class:`VerificationError` (``not-a-descendant``)."""
+        if self._verifier is None or not _COMMIT.fullmatch(after) or after.lower() == sha:
+            return ""
+        after = after.lower()
+        how = ""
+        if sha == accept.lower():
+            how = "accepted once (annotation)"
+        elif self._verifier.allow_non_fast_forward:
+            how = "accepted by --allow-non-fast-forward"
+        if how:
+            # said whether or not it descends: the one who allowed it is to know
+            words = f"; not checked to descend from {after}, the last applied: {how}"
+            log.warning("commit %s of %s%s", sha, self.ref, words)
+            return words
+        refused = self._undescended
+        if refused is not None and refused[:2] == (after, sha):
+            descends: bool | None = refused[2]  # judged already: not deepened again each poll
+        else:
+            descends = self._descends(remote_ref, after, sha)
+        if descends:
+            return ""
+        self._undescended = (after, sha, descends)
+        why = (
+            f"it does not descend from commit {after}, the last applied (a rewind or a jump"
+            " sideways)"
+            if descends is False
+            else f"cannot tell whether it descends from commit {after}, the last applied,"
+            f" within {sum(_DEEPEN)} commits of history"
+        )
+        self._rejected = (sha, obj)
+        error = VerificationError(
+            message(
+                "commit",
+                sha,
+                self.ref,
+                reject("not-a-descendant", f"{why}; to apply it, see --allow-non-fast-forward"),
+            ),
+            reason="not-a-descendant",
+            sha=sha,
+        )
+        log.error("%s", error)
+        raise error
+
+    def _descends(self, remote_ref: str, old: str, new: str) -> bool | None:
+        """Whether commit ``new`` descends from ``old``; None when it cannot be told.
+
+        The fetch is shallow (one commit), so the history of ``new`` is deepened, a few
+        times and by more each time, until ``old`` is in it, or the history ends (no: a
+        rewind or a jump sideways), or the bound is met (cannot tell: refused, never
+        assumed). ``old`` need not be here: were it in the history, the deepening brings it.
+        """
+        count = self._count(new)
+        for step in (0, *_DEEPEN):
+            if step:
+                # commits and trees alone: ancestry needs no file, and a large blob of an
+                # old commit must not reach the cache this way either
+                self._run("fetch", "--quiet", f"--deepen={step}", "--no-tags",
+                          "--no-recurse-submodules", "--no-auto-gc", "--filter=blob:none",
+                          "--", self.url, f"+{remote_ref}:{_FETCHED}")  # fmt: skip
+                deeper = self._count(new)
+                if deeper == count:
+                    return False  # the whole history is here, and old is not in it
+                count = deeper
+            if self._call(["merge-base", "--is-ancestor", old, new])[0] == 0:
+                return True
+        return None
+
+    def _count(self, commit: str) -> int:
+        return int(self._run("rev-list", "--count", commit))
 
     def _check_token_file(self) -> None:
         # say so plainly, rather than through git's "unable to read askpass response"

@@ -21,19 +21,23 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from gitsync.errors import ConfigError, VerificationError
+from gitsync.errors import ConfigError, VerificationError, quote
 from gitsync.source.verify import (
     Mode,
     SshKey,
     Verdict,
+    check_ssh_key,
     judge,
     message,
     parse_ssh_line,
     primary_fingerprints,
     reject,
     signature_of,
+    split_key_file,
+    tag_name_of,
 )
 
 log = logging.getLogger(__name__)
@@ -147,10 +151,12 @@ class TrustedKeys:
             if b"PRIVATE KEY" in content:
                 # refused rather than copied: a signing key does not belong in gitsync's Pod
                 raise ConfigError(f"trusted keys {self.path}: {name} holds a private key")
-            if b"-----BEGIN PGP PUBLIC KEY BLOCK-----" in content or content[:1] >= b"\x80":
+            if content[:1] >= b"\x80":  # a binary OpenPGP key (gpg --export)
                 pgp.append((name, content))
-            else:
-                ssh += self._ssh_keys(name, content)
+                continue
+            blocks, others = split_key_file(content.decode(errors="replace"))
+            pgp += [(name, block.encode()) for block in blocks]
+            ssh += self._ssh_keys(name, others)
         gpg = shutil.which("gpg") or "gpg"
         home = Path(tempfile.mkdtemp(prefix="gitsync-keys-"))  # 0700, ours
         try:
@@ -168,13 +174,10 @@ class TrustedKeys:
             raise ConfigError(f"trusted keys {self.path}: no OpenPGP or SSH public key found")
         return ring
 
-    def _ssh_keys(self, name: str, content: bytes) -> list[SshKey]:
+    def _ssh_keys(self, name: str, lines: list[tuple[int, str]]) -> list[SshKey]:
         keys = []
-        text = content.decode(errors="replace")
         stem = name.rsplit(".", 1)[0] or "key"
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
+        for number, line in lines:
             key = parse_ssh_line(line, stem)
             if isinstance(key, str):
                 raise ConfigError(f"trusted keys {self.path}: {name}:{number}: {key}")
@@ -235,6 +238,8 @@ class Verifier:
 
     keys: TrustedKeys
     mode: Mode = "commit"
+    #: apply a signed commit that does not descend from the last applied one (logged)
+    allow_non_fast_forward: bool = False
 
     def check(self, git: GitCall, ref: str, remote_ref: str, commit: str, obj: str) -> str:
         """The good verdict in words, else :class:`VerificationError`. ``commit`` is the sha
@@ -250,7 +255,7 @@ class Verifier:
             elif obj == commit:
                 verdict = reject("unsigned", "a lightweight tag, which cannot carry a signature")
         if verdict is None:
-            verdict = self._verdict(git, kind, target)
+            verdict = self._verdict(git, kind, target, remote_ref.removeprefix("refs/tags/"))
         if verdict.ok and kind == "tag":
             # the tag's own hash names its target: it peels to the commit checked out
             rc, peeled, _ = git(["rev-parse", "--verify", f"{target}^{{commit}}"], {}, [])
@@ -263,7 +268,7 @@ class Verifier:
             )
         return text
 
-    def _verdict(self, git: GitCall, kind: Mode, target: str) -> Verdict:
+    def _verdict(self, git: GitCall, kind: Mode, target: str, tag: str) -> Verdict:
         try:
             ring = self.keys.current()
         except ConfigError as e:
@@ -275,7 +280,22 @@ class Verifier:
         if signature is None:
             return judge(None, kind, 0, "", ring.fingerprints)
         rc, _, err = git([f"verify-{kind}", "--raw", target], ring.git_env(), ring.git_config())
-        return judge(signature, kind, rc, err, ring.fingerprints)
+        verdict = judge(signature, kind, rc, err, ring.fingerprints)
+        if verdict.format == "ssh":
+            verdict = check_ssh_key(verdict, signature, ring.ssh, datetime.now(UTC))
+        if verdict.ok and kind == "tag" and tag_name_of(raw) != tag:
+            # the signature covers the tag's own name, not the ref's: a signed "v1.0"
+            # pushed as refs/tags/prod would otherwise pass as a signed "prod"
+            return Verdict(
+                False,
+                "tag-mismatch",
+                verdict.format,
+                verdict.key,
+                verdict.signer,
+                f"the signed tag is named {quote(tag_name_of(raw))}, not {quote(tag)}"
+                f" (signed by {verdict.describe()})",
+            )
+        return verdict
 
 
 def verifier_of(options: Mapping[str, object]) -> Verifier | None:
@@ -294,4 +314,10 @@ def verifier_of(options: Mapping[str, object]) -> Verifier | None:
     timeout = options.get("git_timeout")
     trusted = TrustedKeys(keys, float(timeout) if isinstance(timeout, int | float) else 30.0)
     trusted.current()
-    return Verifier(trusted, "tag" if mode == "tag" else "commit")
+    allow = bool(options.get("allow_non_fast_forward"))
+    if allow:
+        log.warning(
+            "--allow-non-fast-forward: a signed commit is applied even when it does not"
+            " descend from the last applied one (a rewind or a jump sideways)"
+        )
+    return Verifier(trusted, "tag" if mode == "tag" else "commit", allow)

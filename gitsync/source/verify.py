@@ -21,7 +21,9 @@ import binascii
 import hashlib
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 Mode = Literal["commit", "tag"]
@@ -33,6 +35,10 @@ Reason = Literal[
     "expired-key",
     "expired-signature",
     "revoked-key",
+    "not-yet-valid",
+    "namespace-mismatch",
+    "tag-mismatch",
+    "not-a-descendant",
     "unverifiable",
 ]
 
@@ -115,6 +121,15 @@ def signature_of(raw: str, kind: Mode) -> str | None:
     return None
 
 
+def tag_name_of(raw: str) -> str:
+    """The name a raw tag object gives itself (its ``tag`` header), or "" when none."""
+    header, _, _ = raw.partition("\n\n")
+    for line in header.split("\n"):
+        if line.startswith("tag "):
+            return line[4:]
+    return ""
+
+
 def format_of(signature: str) -> Format | None:
     return _BEGIN.get(signature.strip().split("\n", 1)[0])
 
@@ -122,21 +137,39 @@ def format_of(signature: str) -> Format | None:
 def ssh_key_of(signature: str) -> str:
     """The ``SHA256:`` fingerprint of the public key an SSH signature names, or "" when the
     blob cannot be read (the signature is then bad anyway)."""
+    fields = _sshsig_fields(signature)
+    return fingerprint_of(fields[0]) if fields and fields[0] else ""
+
+
+def ssh_namespace_of(signature: str) -> str | None:
+    """The namespace an SSH signature was made for (git signs for "git"), or None when
+    the blob cannot be read."""
+    fields = _sshsig_fields(signature)
+    return fields[1].decode(errors="replace") if len(fields) > 1 else None
+
+
+def _sshsig_fields(signature: str) -> list[bytes]:
+    """The public key and namespace of an SSH signature blob (PROTOCOL.sshsig: "SSHSIG",
+    uint32 version, string publickey, string namespace, …), as far as they can be read."""
     body = "".join(
         line.strip() for line in signature.strip().split("\n")[1:] if not line.startswith("-----")
     )
     try:
         blob = base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
-        return ""
-    # PROTOCOL.sshsig: "SSHSIG", uint32 version, string publickey, …
+        return []
     if not blob.startswith(b"SSHSIG") or len(blob) < 14:
-        return ""
-    (size,) = struct.unpack(">I", blob[10:14])
-    key = blob[14 : 14 + size]
-    if len(key) != size or not key:
-        return ""
-    return fingerprint_of(key)
+        return []
+    fields: list[bytes] = []
+    at = 10
+    while len(fields) < 2 and at + 4 <= len(blob):
+        (size,) = struct.unpack(">I", blob[at : at + 4])
+        value = blob[at + 4 : at + 4 + size]
+        if len(value) != size:
+            break
+        fields.append(value)
+        at += 4 + size
+    return fields
 
 
 def fingerprint_of(key_blob: bytes) -> str:
@@ -285,7 +318,128 @@ class SshKey:
         return fingerprint_of(base64.b64decode(self.blob))
 
     def line(self) -> str:
-        return f"{self.principals} {self.options} {self.keytype} {self.blob}\n"
+        """The allowed-signers line, without valid-after and valid-before: ssh-keygen
+        would check those against the commit's date, which the signer chooses; gitsync
+        checks them against the time of verification instead (:func:`check_ssh_key`)."""
+        kept = [o for o in _options(self.options) if o[0] not in _WINDOW]
+        options = ",".join(k if v is None else f'{k}="{v}"' for k, v in kept)
+        return f"{self.principals} {options or _GIT_ONLY} {self.keytype} {self.blob}\n"
+
+    def option(self, name: str) -> str | None:
+        return next((v for k, v in _options(self.options) if k.lower() == name), None)
+
+    def signs_for(self, namespace: str) -> bool:
+        allowed = self.option("namespaces")
+        return allowed is None or namespace in allowed.split(",")
+
+
+_GIT_ONLY = 'namespaces="git"'
+_WINDOW = frozenset({"valid-after", "valid-before"})
+_OPTION = re.compile(r'([A-Za-z-]+)(?:="([^"]*)")?(?:,|$)')
+
+
+def _options(options: str) -> list[tuple[str, str | None]]:
+    return [(m.group(1), m.group(2)) for m in _OPTION.finditer(options) if m.group(0)]
+
+
+def ssh_time(text: str) -> datetime | None:
+    """A valid-after/valid-before time as ssh-keygen reads it: YYYYMMDD[HHMM[SS]], in UTC
+    with a trailing Z, else local time; None when it is not one."""
+    digits = text[:-1] if text[-1:] in ("Z", "z") else text
+    form = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}.get(len(digits))
+    if form is None or not digits.isdigit():
+        return None
+    try:
+        t = datetime.strptime(digits, form)  # naive: its zone is set below
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if digits != text else t.astimezone()
+
+
+def check_ssh_key(
+    verdict: Verdict, signature: str, keys: Sequence[SshKey], at: datetime
+) -> Verdict:
+    """The verdict on an SSH signature, with what ssh-keygen is not asked (or not able) to
+    judge: the signature's namespace must be "git", and the trusted key must allow that
+    namespace and be valid at ``at``, the time of verification, as an OpenPGP key's expiry
+    is checked (not at the commit's date, which whoever signs sets). A key listed on
+    several lines passes if one of them allows it."""
+    key = verdict.key
+    namespace = ssh_namespace_of(signature)
+    if namespace is not None and namespace != "git":
+        return reject(
+            "namespace-mismatch",
+            f"the signature by SSH key {key} is for namespace {_printable(namespace)!r}, not 'git'",
+            "ssh",
+            key,
+        )
+    mine = [k for k in keys if k.fingerprint == key]
+    if not mine:
+        return verdict
+    for_git = [k for k in mine if k.signs_for("git")]
+    if not for_git:
+        return reject(
+            "namespace-mismatch",
+            f"SSH key {key} is trusted only for namespaces {mine[0].option('namespaces')!r}",
+            "ssh",
+            key,
+        )
+    if any(_within(k, at) is None for k in for_git):
+        return verdict
+    expired = [k for k in for_git if _within(k, at) == "expired-key"]
+    if expired:
+        return reject(
+            "expired-key",
+            f"signed by SSH key {key}, which is valid only before"
+            f" {expired[0].option('valid-before')} (valid-before)",
+            "ssh",
+            key,
+        )
+    return reject(
+        "not-yet-valid",
+        f"signed by SSH key {key}, which is valid only after"
+        f" {for_git[0].option('valid-after')} (valid-after)",
+        "ssh",
+        key,
+    )
+
+
+def _within(key: SshKey, at: datetime) -> Reason | None:
+    """None when ``key`` is valid at ``at``, else why not."""
+    before, after = key.option("valid-before"), key.option("valid-after")
+    if before is not None and (t := ssh_time(before)) is not None and at >= t:
+        return "expired-key"
+    if after is not None and (t := ssh_time(after)) is not None and at < t:
+        return "not-yet-valid"
+    return None
+
+
+_ARMOR_BEGIN = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+_ARMOR_END = "-----END PGP PUBLIC KEY BLOCK-----"
+
+
+def split_key_file(text: str) -> tuple[list[str], list[tuple[int, str]]]:
+    """The armored OpenPGP key blocks of a trusted-keys file, and its other lines with
+    their numbers (blank and ``#`` lines left out), for the SSH keys. A file may hold both,
+    as git's own configuration may name both kinds of key: every line outside an armored
+    block is read as an SSH key, so none is dropped unread. A block with no end runs to the
+    end of the file (gpg then says what is wrong with it)."""
+    blocks: list[str] = []
+    others: list[tuple[int, str]] = []
+    block: list[str] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if block is not None:
+            block.append(line)
+            if line.strip() == _ARMOR_END:
+                blocks.append("\n".join(block) + "\n")
+                block = None
+        elif line.strip() == _ARMOR_BEGIN:
+            block = [line]
+        elif line.strip() and not line.lstrip().startswith("#"):
+            others.append((number, line))
+    if block is not None:
+        blocks.append("\n".join(block) + "\n")
+    return blocks, others
 
 
 _PRINCIPAL = re.compile(r"[A-Za-z0-9._@+-]{1,100}")
@@ -309,8 +463,11 @@ def parse_ssh_line(line: str, default_principal: str) -> SshKey | str:
     if at == 0:
         comment = " ".join(tokens[2:])
         principal = comment if _PRINCIPAL.fullmatch(comment) else default_principal
-        return SshKey(principal, 'namespaces="git"', keytype, b64)
-    options = " ".join(tokens[1:at]) or 'namespaces="git"'
+        return SshKey(principal, _GIT_ONLY, keytype, b64)
+    options = " ".join(tokens[1:at]) or _GIT_ONLY
+    for name, value in _options(options):
+        if name.lower() in _WINDOW and (value is None or ssh_time(value) is None):
+            return f"{name}={value!r} is not a time (YYYYMMDD[HHMM[SS]][Z])"
     return SshKey(tokens[0], options, keytype, b64)
 
 

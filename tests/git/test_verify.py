@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,161 @@ def test_bad_trusted_keys_are_configuration_errors(
     assert verifier is not None and verifier.mode == "tag"
     with pytest.raises(ConfigError, match="needs a Git URL"):
         open_source(str(tmp_path), "main", tmp_path / "cache", verifier=verifier)
+
+
+def test_a_key_file_with_an_openpgp_key_and_an_allowed_signers_line_trusts_both(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice, bob = signers["alice"], signers["bob"]
+    both = tmp_path / "trusted"
+    ssh_line = "bob@example.com " + bob.public.read_text().split(" bob@")[0]
+    both.write_text(alice.public.read_text() + ssh_line + "\n")
+    ring = TrustedKeys(both, 30).current()
+    assert ring.fingerprints == {alice.key}
+    assert [k.fingerprint for k in ring.ssh] == [bob.ident]
+    s = source(git_daemon, cache_dir, both)
+    by_bob = commit(upstream, {"apps/a.yaml": "a: 1\n"}, bob)
+    rev = s.fetch()
+    assert rev.sha == by_bob and f"signed by trusted SSH key {bob.ident}" in rev.verified
+    by_alice = commit(upstream, {"apps/a.yaml": "a: 2\n"}, alice)
+    assert s.fetch().sha == by_alice
+    # a line outside the armor that is no key: refused, naming the file and line
+    both.write_text(alice.public.read_text() + "not a key\n")
+    lines = len(alice.public.read_text().splitlines()) + 1
+    with pytest.raises(ConfigError, match=rf"trusted: trusted:{lines}: neither an SSH public key"):
+        TrustedKeys(both).current()
+
+
+def test_a_signed_tag_pushed_under_another_name_is_refused(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice = signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    commit(upstream, {"a.yaml": "a: 1\n"}, None)
+    prod = tag(upstream, "prod", alice)
+    s = source(git_daemon, cache_dir, keys, ref="prod", mode="tag")
+    assert s.fetch().verified.startswith(f"tag {prod} of prod is signed by trusted")
+    # an old release, signed as "v0.9", pushed as refs/tags/prod by someone with no key
+    old = commit(upstream, {"a.yaml": "a: vulnerable\n"}, None)
+    v09 = tag(upstream, "v0.9", alice)
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{v09}:refs/tags/prod")
+    e = refused(s)
+    assert (e.reason, e.sha) == ("tag-mismatch", v09)
+    assert f"tag {v09} of prod not applied: tag-mismatch: the signed tag is named 'v0.9'" in str(e)
+    assert f"not 'prod' (signed by OpenPGP key {alice.key}" in str(e)
+    assert s._current is not None and s._current.sha != old
+    assert (s.dir / "a.yaml").read_text() == "a: 1\n"
+
+
+def test_a_signed_commit_that_does_not_descend_from_the_last_applied_is_refused(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    alice = signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    s = source(git_daemon, cache_dir, keys)
+    old = commit(upstream, {"a.yaml": "a: vulnerable\n"}, alice)
+    assert s.fetch().sha == old
+    new = commit(upstream, {"a.yaml": "a: fixed\n"}, alice)
+    assert s.fetch(after=old).sha == new  # a fast-forward: one commit deeper
+    for _ in range(30):  # further than the first deepening
+        latest = commit(upstream, {"a.yaml": "a: fixed\n"}, alice)
+    assert s.fetch(after=new).sha == latest
+
+    # a rollback by someone with no key: main force-pushed to the old signed commit
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{old}:refs/heads/main")
+    # without a last applied commit (a first sync) there is nothing to check against
+    assert source(git_daemon, tmp_path / "first", keys).fetch().sha == old
+    with pytest.raises(VerificationError) as err:
+        s.fetch(after=latest)
+    assert (err.value.reason, err.value.sha) == ("not-a-descendant", old)
+    assert str(err.value) == (
+        f"commit {old} of main not applied: not-a-descendant: it does not descend from commit"
+        f" {latest}, the last applied (a rewind or a jump sideways); to apply it, see"
+        " --allow-non-fast-forward"
+    )
+    assert (s.dir / "a.yaml").read_text() == "a: fixed\n"  # the tree stays
+    # refused again on the next poll without deepening the history again
+    s._descends = lambda *args: pytest.fail("deepened again")  # type: ignore[method-assign]
+    with pytest.raises(VerificationError, match="not-a-descendant"):
+        s.fetch(after=latest)
+    del s._descends
+
+    # a signed commit of an unmerged branch, forked before the fix
+    upstream.wgit("checkout", "--quiet", "-b", "feature", old)
+    side = commit(upstream, {"a.yaml": "a: sideways\n"}, alice)
+    with pytest.raises(VerificationError) as err:
+        s.fetch(after=latest)
+    assert (err.value.reason, err.value.sha) == ("not-a-descendant", side)
+    # a fresh cache, which holds neither: the history is fetched deeper until it ends
+    with pytest.raises(VerificationError) as err:
+        source(git_daemon, tmp_path / "fresh", keys).fetch(after=latest)
+    assert err.value.reason == "not-a-descendant"
+    # and finds the last applied one where it is an ancestor
+    assert source(git_daemon, tmp_path / "fresh2", keys).fetch(after=old).sha == side
+
+    # the ways to accept it: once, by its sha; or always, by the flag (both said)
+    assert "accepted once" in s.fetch(after=latest, accept=side).verified
+    allowing = source(git_daemon, tmp_path / "c3", keys)
+    assert allowing._verifier is not None
+    allowing._verifier.allow_non_fast_forward = True
+    rev = allowing.fetch(after=latest)
+    assert rev.sha == side and "accepted by --allow-non-fast-forward" in rev.verified
+
+
+@pytest.mark.parametrize(
+    ("options", "dated", "reason", "detail"),
+    [
+        # retired in 2020; the commit claims 2019, which ssh-keygen alone would accept
+        ('valid-before="20200101"', "2019-06-01T00:00:00Z", "expired-key",
+         "which is valid only before 20200101 (valid-before)"),
+        ('valid-after="20990101Z"', "", "not-yet-valid",
+         "which is valid only after 20990101Z (valid-after)"),
+        ('namespaces="file"', "", "namespace-mismatch",
+         "is trusted only for namespaces 'file'"),
+    ],
+)  # fmt: skip
+def test_an_ssh_key_window_is_checked_at_the_time_of_verification(
+    git_daemon: str,
+    upstream: Upstream,
+    cache_dir: Path,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+    options: str,
+    dated: str,
+    reason: str,
+    detail: str,
+) -> None:
+    bob = signers["bob"]
+    keys = tmp_path / "allowed_signers"
+    keytype, blob = bob.public.read_text().split()[:2]
+    keys.write_text(f"bob@example.com {options} {keytype} {blob}\n")
+    if dated:
+        upstream.env |= {"GIT_COMMITTER_DATE": dated, "GIT_AUTHOR_DATE": dated}
+    sha = commit(upstream, {"a.yaml": "a: 1\n"}, bob)
+    e = refused(source(git_daemon, cache_dir, keys))
+    assert (e.reason, e.sha, e.key) == (reason, sha, bob.ident)
+    assert str(e).startswith(f"commit {sha} of main not applied: {reason}: ") and detail in str(e)
+
+
+def test_an_ssh_signature_for_another_namespace_is_a_namespace_mismatch(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    bob = signers["bob"]
+    sha = commit(upstream, {"a.yaml": "a: 1\n"}, bob)
+    # the same commit, its signature made again by bob's key for namespace "file"
+    raw = upstream.wgit("cat-file", "commit", sha)
+    header, _, body = raw.partition("\n\n")
+    kept = [line for line in header.split("\n") if not line.startswith(("gpgsig", " "))]
+    payload = "\n".join(kept) + "\n\n" + body + "\n"
+    signed = subprocess.run(["ssh-keygen", "-q", "-Y", "sign", "-n", "file", "-f", bob.key],
+                            input=payload, capture_output=True, text=True, check=True,
+                            timeout=30).stdout  # fmt: skip
+    sig = "gpgsig " + "\n ".join(signed.strip().split("\n"))
+    forged = "\n".join(kept) + "\n" + sig + "\n\n" + body + "\n"
+    new = subprocess.run(["git", "-C", str(upstream.work), "hash-object", "-t", "commit", "-w",
+                          "--stdin"], input=forged, env=upstream.env, capture_output=True,
+                         text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{new}:refs/heads/main")
+    e = refused(source(git_daemon, cache_dir, keys_dir(tmp_path, bob)))
+    assert (e.reason, e.sha) == ("namespace-mismatch", new)
+    assert f"the signature by SSH key {bob.ident} is for namespace 'file', not 'git'" in str(e)

@@ -21,7 +21,7 @@ from gitsync.source.keyring import TrustedKeys, Verifier
 from tests.gitserver import Upstream, free_port
 from tests.integration.test_daemon import Running, running_daemon
 from tests.integration.test_sync import state_of, syncer
-from tests.signing import Signer, commit, keys_dir
+from tests.signing import Signer, commit, keys_dir, tag
 from tests.support import app_yaml, get, wait_until
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
@@ -101,8 +101,9 @@ def test_an_untrusted_commit_is_not_applied_nothing_pruned_and_the_reason_is_rec
     s.run()  # the same refusal again: no new Event, no write
     assert len(events(kube, namespace, "VerificationFailed")) == 2
 
-    # recovery: a signed commit lands, and is applied as any other
-    fixed = commit(upstream, evil, alice)
+    # recovery: a signed commit on top of the one applied lands, and is applied as any other
+    upstream.wgit("checkout", "--quiet", "--force", "-B", "recovery", good)
+    fixed = commit(upstream, {**evil, "apps/b.yaml": None, "apps/c.yaml": None}, alice)
     result = s.run()
     assert result.ok and result.rejection is None
     assert image(kube, namespace, "a") == "evil:1"
@@ -162,6 +163,35 @@ def test_the_daemon_refuses_an_ssh_signed_commit_by_another_key_and_recovers(
     assert get(kube, "MyApp", namespace, "two") is not None
 
 
+def test_the_daemon_refuses_a_signed_rollback_and_keeps_what_it_applied(
+    kube: Kube,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    verifying_daemon: Running,
+) -> None:
+    wait_until(lambda: get(kube, "MyApp", namespace, "one"), timeout=30, what="one")
+    first = upstream.wgit("rev-parse", "HEAD")
+    bob = signers["bob"]
+    commit(upstream, {"apps/one.yaml": app_yaml(namespace, "one", image="app:fixed"),
+                      "apps/two.yaml": app_yaml(namespace, "two")}, bob)  # fmt: skip
+    wait_until(lambda: get(kube, "MyApp", namespace, "two"), timeout=30, what="two")
+    # the same pass applies both, in parallel: one may be written after two
+    wait_until(lambda: image(kube, namespace, "one") == "app:fixed", timeout=30, what="fixed")
+    # main force-pushed back to the first signed commit, by someone with no key
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{first}:refs/heads/main")
+    metric = 'gitsync_verification_failures_total{reason="not-a-descendant"}'
+    wait_until(
+        lambda: metric in verifying_daemon.http("GET", "/metrics")[1], timeout=30, what=metric
+    )
+    # the API server: nothing of the old commit applied, nothing pruned
+    assert image(kube, namespace, "one") == "app:fixed"
+    assert get(kube, "MyApp", namespace, "two") is not None
+    assert verifying_daemon.daemon.controller.events.flush(), "Events still queued"
+    (message,) = events(kube, namespace, "VerificationFailed")
+    assert message.startswith(f"commit {first} of main not applied: not-a-descendant: ")
+
+
 def gitsync(kubeconfig: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "KUBECONFIG": kubeconfig, "GITSYNC_LOG_FORMAT": "text", **env}
     return subprocess.run([GITSYNC, *args], capture_output=True, text=True, timeout=120, env=full)
@@ -204,3 +234,133 @@ def test_diff_and_sync_exit_2_with_the_reason_on_one_line(
     # without its flag, keys alone are refused rather than silently not used
     alone = gitsync(kubeconfig, "diff", *args[:-2], "--trusted-keys", str(keys))
     assert alone.returncode == 2 and "without --verify-commits" in alone.stderr
+
+
+def status_configmap(kube: Kube, namespace: str) -> dict[str, object]:
+    items = kube.list(resource_path("v1", "configmaps", namespace))["items"]
+    (cm,) = [c for c in items if c["metadata"]["name"].startswith("gitsync-status-")]
+    return dict(cm)
+
+
+def test_a_signed_rollback_or_sideways_commit_is_refused_unless_accepted(
+    kubeconfig: str,
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+) -> None:
+    alice = signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    args = ["sync", "--repo", upstream.file_url, "--path", "apps"]
+    args += ["--allowed-namespaces", namespace, "--status-namespace", namespace]
+    args += [
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--verify-commits",
+        "--trusted-keys",
+        str(keys),
+    ]
+    web = "apps/web.yaml"
+    others = {f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y")}
+    vulnerable = app_yaml(namespace, "web", image="app:1.0-vulnerable")
+    old = commit(upstream, {web: vulnerable, **others}, alice)
+    assert gitsync(kubeconfig, *args).returncode == 0
+    fixed = app_yaml(namespace, "web", image="app:1.1-fixed")
+    # db is added: a rollback would prune it (1 of 4, within the prune guard)
+    new = commit(upstream, {"apps/db.yaml": app_yaml(namespace, "db"), web: fixed}, alice)
+    assert gitsync(kubeconfig, *args).returncode == 0
+    assert image(kube, namespace, "web") == "app:1.1-fixed"
+    db = get(kube, "MyApp", namespace, "db")
+    assert db is not None
+
+    def refused(sha: str) -> None:
+        # diff judges it as sync does: refused, exit 2, nothing previewed
+        diff = gitsync(kubeconfig, "diff", *args[1:])
+        assert diff.returncode == 2 and diff.stdout == "", diff.stderr
+        assert f"commit {sha} of main not applied: not-a-descendant" in diff.stderr
+        sync = gitsync(kubeconfig, *args)
+        assert sync.returncode == 2, sync.stderr
+        assert (
+            f"error: commit {sha} of main not applied: not-a-descendant: it does not" in sync.stderr
+        )
+        assert "Traceback" not in sync.stderr
+        # the API server: nothing applied, nothing pruned (db left Git in both)
+        assert image(kube, namespace, "web") == "app:1.1-fixed"
+        assert get(kube, "MyApp", namespace, "db")["metadata"]["uid"] == db["metadata"]["uid"]  # type: ignore[index]
+        data = status_configmap(kube, namespace)["data"]
+        assert (data["rejected"], data["appliedCommit"]) == (sha, new)  # type: ignore[index]
+        assert data["revision"] == f"main@sha1:{new}"  # type: ignore[index]
+
+    # a rollback to the old signed commit, pushed by someone with no key
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{old}:refs/heads/main")
+    refused(old)
+    # a signed commit of an unmerged branch forked before the fix
+    upstream.wgit("checkout", "--quiet", "-b", "feature", old)
+    side = commit(upstream, {web: app_yaml(namespace, "web", image="app:attacker")}, alice)
+    refused(side)
+
+    # accepted once by the annotation that names it (by whoever may edit the ConfigMap)
+    cm = str(status_configmap(kube, namespace)["metadata"]["name"])  # type: ignore[index]
+    annotate = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "-n", namespace, "annotate", "configmap", cm,
+         f"gitsync.apps.example.com/accept-non-fast-forward={side}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert annotate.returncode == 0, annotate.stderr
+    assert gitsync(kubeconfig, "diff", *args[1:]).returncode == 1  # a sync would write
+    sync = gitsync(kubeconfig, *args)
+    assert sync.returncode == 0, sync.stderr
+    assert f"commit {side} is applied although it does not descend from {new}" in sync.stderr
+    assert image(kube, namespace, "web") == "app:attacker"
+    data = status_configmap(kube, namespace)["data"]
+    assert (data["appliedCommit"], data["acceptedOnce"]) == (side, side)  # type: ignore[index]
+    assert "accepted once (annotation)" in data["verification"]  # type: ignore[index]
+    # once only: after a commit on top of it, the annotation does not take main back there
+    ahead = commit(upstream, {web: app_yaml(namespace, "web", image="app:1.2")}, alice)
+    assert gitsync(kubeconfig, *args).returncode == 0
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{side}:refs/heads/main")
+    sync = gitsync(kubeconfig, *args)
+    assert sync.returncode == 2 and "not-a-descendant" in sync.stderr
+    assert image(kube, namespace, "web") == "app:1.2"
+
+    # --allow-non-fast-forward: the rollback is applied, and said so
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{old}:refs/heads/main")
+    sync = gitsync(kubeconfig, *args, "--allow-non-fast-forward")
+    assert sync.returncode == 0, sync.stderr
+    assert f"commit {old} of main; not checked to descend from {ahead}" in sync.stderr
+    assert "accepted by --allow-non-fast-forward" in sync.stderr
+    assert image(kube, namespace, "web") == "app:1.0-vulnerable"
+    assert get(kube, "MyApp", namespace, "db") is None  # pruned: it left that Git
+
+
+def test_a_signed_tag_pushed_as_the_ref_under_another_name_is_refused(
+    kubeconfig: str,
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+) -> None:
+    alice = signers["alice"]
+    args = ["sync", "--repo", upstream.file_url, "--path", "apps", "--ref", "prod"]
+    args += ["--allowed-namespaces", namespace, "--status-namespace", namespace]
+    args += ["--cache-dir", str(tmp_path / "cache"), "--verify", "tag"]
+    args += ["--trusted-keys", str(keys_dir(tmp_path, alice))]
+    commit(upstream, {"apps/web.yaml": app_yaml(namespace, "web", image="app:0.9")}, None)
+    v09 = tag(upstream, "v0.9", alice)
+    commit(upstream, {"apps/web.yaml": app_yaml(namespace, "web", image="app:1.0")}, None)
+    tag(upstream, "prod", alice)
+    assert gitsync(kubeconfig, *args).returncode == 0
+    assert image(kube, namespace, "web") == "app:1.0"
+    # someone with no key points refs/tags/prod at the signed tag object of v0.9
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{v09}:refs/tags/prod")
+    sync = gitsync(kubeconfig, *args)
+    assert sync.returncode == 2, sync.stderr
+    assert (
+        f"error: tag {v09} of prod not applied: tag-mismatch: the signed tag is named 'v0.9',"
+        " not 'prod'"
+    ) in sync.stderr
+    assert image(kube, namespace, "web") == "app:1.0"

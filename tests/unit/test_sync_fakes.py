@@ -39,8 +39,11 @@ class DirSource:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.commits = 0
+        #: the commit each fetch was told the revision must descend from
+        self.after: list[str] = []
 
-    def fetch(self) -> Revision:
+    def fetch(self, after: str = "", accept: str = "") -> Revision:
+        self.after.append(after)
         return Revision("main", f"{self.commits:040x}", self.directory)
 
     def remote_sha(self) -> str:
@@ -273,3 +276,29 @@ def test_a_crashed_pass_is_a_failed_pass_recorded(
     assert result.prune_skipped == "the sync failed unexpectedly; nothing is pruned"
     assert w.state.read()["result"] == "Failed"
     assert w.state.read()["lastError"] == "1 error: internal error: KeyError: 'spec'"
+
+
+def test_a_pass_checks_the_commit_against_the_one_the_status_configmap_records(
+    world: World,
+) -> None:
+    from gitsync.errors import APIError
+
+    # a record written before appliedCommit existed: its revision names the commit
+    old = "ab" * 20
+    world.cluster.store[world.state.path] = {"data": {"revision": f"main@sha1:{old}"}}
+    world.declare("a")
+    assert world.syncer.run().ok
+    applied = f"{1:040x}"
+    assert world.source.after == [old]
+    assert world.cluster.store[world.state.path]["data"]["appliedCommit"] == applied
+    world.syncer.run()
+    assert world.source.after[-1] == applied  # then what this pass applied
+
+    # a record that cannot be read is not overwritten (it would lose the commit)
+    fresh = World(world.repo.parent / "again")
+    fresh.cluster.store[fresh.state.path] = {"data": {"appliedCommit": old}}
+    fresh.cluster.get = lambda *a, **k: (_ for _ in ()).throw(APIError("ConfigMap", "down"))  # type: ignore[method-assign]
+    fresh.declare("a")
+    result = fresh.syncer.run()
+    assert not result.ok and "down" in result.errors[0] and fresh.source.after == []
+    assert fresh.cluster.store[fresh.state.path] == {"data": {"appliedCommit": old}}

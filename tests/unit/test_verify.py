@@ -191,7 +191,13 @@ def test_ssh_key_lines() -> None:
     assert not isinstance(key, str) and key.principals == "bob"
     line = f'ops@example.com namespaces="git",valid-before="20300101" ssh-ed25519 {b64}'
     key = parse_ssh_line(line, "x")
-    assert not isinstance(key, str) and key.line() == line + "\n"
+    # the window is gitsync's to check (at the time of verification), not ssh-keygen's
+    assert (
+        not isinstance(key, str)
+        and key.line() == line.replace(',valid-before="20300101"', "") + "\n"
+    )
+    assert key.option("valid-before") == "20300101" and key.signs_for("git")
+    assert "is not a time" in str(parse_ssh_line(f'x valid-after="soon" ssh-ed25519 {b64}', "x"))
     assert (
         parse_ssh_line("hello world", "x")
         == "neither an SSH public key nor an allowed-signers line"
@@ -211,3 +217,44 @@ def test_a_refused_commit_is_notified_as_a_failed_sync() -> None:
         "ConfigMap/gs/gitsync-status-x",
         reason,
     )
+
+
+def test_a_key_file_with_an_armored_key_and_ssh_lines_gives_both() -> None:
+    from gitsync.source.verify import split_key_file
+
+    b64 = base64.b64encode(KEY_BLOB).decode()
+    armored = (
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    )
+    text = f"# ops keys\n{armored}\nops@example.com ssh-ed25519 {b64}\n{armored}"
+    blocks, others = split_key_file(text)
+    assert blocks == [armored, armored]
+    assert others == [(8, f"ops@example.com ssh-ed25519 {b64}")]
+    # a block with no end runs to the end of the file; nothing after it is an SSH line
+    assert split_key_file(armored[:-35] + "x\n") == ([armored[:-35] + "x\n"], [])
+
+
+def test_an_ssh_key_is_judged_valid_at_the_time_given() -> None:
+    from datetime import UTC, datetime
+
+    from gitsync.source.verify import check_ssh_key, ssh_time
+
+    assert ssh_time("20300101Z") == datetime(2030, 1, 1, tzinfo=UTC)
+    assert ssh_time("203001011230Z") == datetime(2030, 1, 1, 12, 30, tzinfo=UTC)
+    assert ssh_time("2030") is None and ssh_time("20301399") is None
+    b64 = base64.b64encode(KEY_BLOB).decode()
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    good = Verdict(True, None, "ssh", SSH_FP, "ops")
+
+    def judged(*options: str) -> str | None:
+        keys = [parse_ssh_line(f"ops {o} ssh-ed25519 {b64}", "x") for o in options]
+        assert all(not isinstance(k, str) for k in keys)
+        return check_ssh_key(good, "", keys, at).reason  # type: ignore[arg-type]
+
+    assert judged('valid-before="20260601Z"') == "expired-key"
+    assert judged('valid-before="20260602Z"') is None
+    assert judged('valid-after="20260602Z"') == "not-yet-valid"
+    assert judged('namespaces="file,git"') is None
+    assert judged('namespaces="file"') == "namespace-mismatch"
+    # listed twice: the line still valid lets it through
+    assert judged('valid-before="20200101Z"', 'valid-after="20250101Z"') is None
