@@ -172,6 +172,51 @@ def test_myapps_labelled_before_instance_names_are_adopted_not_pruned(
     assert label(kube, namespace, "left") == old
 
 
+def test_one_repository_over_another_transport_is_the_same_instance(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    # a daemon syncing over https, and a sync naming the repository as ssh's scp form
+    # (--instance-repo): one source, so one instance
+    https = syncer(
+        controller,
+        upstream.file_url,
+        cache_dir,
+        namespace,
+        instance="https://git.example.com/platform/apps.git",
+    )
+    scp = syncer(
+        controller,
+        upstream.file_url,
+        cache_dir,
+        namespace,
+        instance="git@git.example.com:platform/apps.git",
+        ref="refs/heads/main",
+    )
+    assert https.identity.name == "apps-main-47fb36e346"  # as every version has named it
+    assert scp.identity.name == https.identity.name
+    # the scp spelling had a name of its own before: its MyApps are adopted, not refused
+    before = "apps-main-1d752408af"
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("kept", "left", "new")})
+    for name in ("kept", "left"):
+        body = {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": {"name": name, "namespace": namespace, "labels": {SOURCE_LABEL: before}},
+            "spec": {"image": "nginx:1.27"},
+        }
+        kube.apply(path_of("MyApp", namespace, name), body, field_manager="gitsync")
+    wait_until(lambda: controller.myapps.get(f"{namespace}/left"), what="the cache")
+    upstream.commit({"apps/left.yaml": None})
+    result = scp.run()
+    assert result.ok, result.errors
+    assert actions(result) == {"kept": "configured", "new": "created"}
+    assert label(kube, namespace, "kept") == https.identity.label
+    # not pruned: a replica not yet upgraded may still lead under the old name
+    assert label(kube, namespace, "left") == before
+    # and the https instance sees the MyApps as its own
+    assert actions(https.run()) == {"kept": "unchanged", "new": "unchanged"}
+
+
 class Deposer:
     """Wraps a method of the reconciler (or of its applier): after ``calls`` calls the
     replica stops leading (or, with ``cancel``, the pass is cancelled). ``undo`` puts
