@@ -54,6 +54,10 @@ class Instance:
     def status_name(self) -> str:
         return STATUS_PREFIX + self.name
 
+    def adopting(self, labels: set[str]) -> Instance:
+        """This instance, adopting (never pruning) MyApps carrying one of ``labels`` too."""
+        return Instance(self.name, self.legacy_labels | (labels - {self.name}))
+
     def owner_of(self, myapp: Obj | None) -> str | None:
         """The other instance whose source label ``myapp`` carries, or None when it
         carries ours, a legacy one of ours, or none (a MyApp made by hand is adopted,
