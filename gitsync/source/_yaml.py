@@ -291,13 +291,15 @@ class Composer:
             if self._loader.check_event(yaml.StreamEndEvent):
                 break
             ev = self._loader.get_event()  # DocumentStartEvent
-            if getattr(ev, "version", None) not in (None, (1, 1)):
-                # libyaml reads a %YAML 1.2 document; go-yaml v2, so kubectl, refuses it
-                major, minor = ev.version
+            if getattr(ev, "version", None) or getattr(ev, "tags", None):
+                # kubectl cuts a file into documents at its "---" lines before parsing, so
+                # a directive is a document of its own to it, which it refuses: a file with
+                # %YAML (1.1 or 1.2) or %TAG is refused here too, not read as libyaml would
                 raise yaml.parser.ParserError(
                     None,
                     None,
-                    f"%YAML {major}.{minor}: kubectl reads YAML 1.1 only (%YAML 1.1, or none)",
+                    "a %YAML or %TAG directive: kubectl cannot read a file that has one"
+                    " (remove it)",
                     ev.start_mark,
                 )
             self._between = False
