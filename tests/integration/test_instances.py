@@ -196,8 +196,9 @@ def test_one_repository_over_another_transport_is_the_same_instance(
     )
     assert https.identity.name == "apps-main-47fb36e346"  # as every version has named it
     assert scp.identity.name == https.identity.name
-    # the scp spelling had a name of its own before: its MyApps are adopted, not refused
-    before = "apps-main-1d752408af"
+    # that spelling (scp form, refs/heads/main) had a name of its own before: its MyApps
+    # are adopted, not refused
+    before = "apps-refs-heads-main-12b05467fc"
     upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("kept", "left", "new")})
     for name in ("kept", "left"):
         body = {
@@ -210,7 +211,7 @@ def test_one_repository_over_another_transport_is_the_same_instance(
     wait_until(lambda: controller.myapps.get(f"{namespace}/left"), what="the cache")
     upstream.commit({"apps/left.yaml": None})
     result = scp.run()
-    assert result.ok, result.errors
+    assert result.ok, [(c.subject, c.reason) for c in result.changes if c.action == "failed"]
     assert actions(result) == {"kept": "configured", "new": "created"}
     assert label(kube, namespace, "kept") == https.identity.label
     # not pruned: a replica not yet upgraded may still lead under the old name
@@ -397,7 +398,7 @@ def test_diff_of_a_local_checkout_previews_the_instance_of_its_repository(
     kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
 ) -> None:
     # README's path: sync from the repository's URL, then diff the same repository as a
-    # local checkout; and a clone of it, from its top and from the manifests' directory
+    # local checkout; and a clone of it
     repo = tmp_path / "apps-repo"
     (repo / "apps").mkdir(parents=True)
     for name in ("web", "api"):
@@ -411,15 +412,17 @@ def test_diff_of_a_local_checkout_previews_the_instance_of_its_repository(
     git("-C", str(repo), "add", "--all")
     git("-C", str(repo), "commit", "--quiet", "-m", "apps")
     git("clone", "--quiet", f"file://{repo}", str(tmp_path / "clone"))
-    flags = ["--allowed-namespaces", namespace, "--status-namespace", namespace]
+    flags = ["--allowed-namespaces", namespace]
+    status = ["--status-namespace", namespace]
 
-    done = gitsync(kubeconfig, "sync", "--repo", f"file://{repo}", "--path", "apps", *flags)
+    done = gitsync(
+        kubeconfig, "sync", "--repo", f"file://{repo}", "--path", "apps", *flags, *status
+    )
     assert done.returncode == 0, done.stderr
     synced = label(kube, namespace, "web")
     for where, path in [
         (repo, "apps"),
         (tmp_path / "clone", "apps"),
-        (tmp_path / "clone/apps", "."),
     ]:
         preview = gitsync(kubeconfig, "diff", "--repo", str(where), "--path", path, *flags)
         assert preview.returncode == 0, (where, preview.stdout, preview.stderr)
@@ -427,7 +430,9 @@ def test_diff_of_a_local_checkout_previews_the_instance_of_its_repository(
         # it says which instance it took the checkout for
         assert f"instance {synced}: named after the checkout" in preview.stderr, preview.stderr
     # a sync from the checkout is that instance too: it labels nothing anew
-    again = gitsync(kubeconfig, "sync", "--repo", str(tmp_path / "clone"), "--path", "apps", *flags)
+    again = gitsync(
+        kubeconfig, "sync", "--repo", str(tmp_path / "clone"), "--path", "apps", *flags, *status
+    )
     assert again.returncode == 0, again.stderr
     assert label(kube, namespace, "web") == label(kube, namespace, "api") == synced
 
