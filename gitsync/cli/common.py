@@ -77,10 +77,11 @@ def identity(kw: dict[str, Any]) -> instancelib.Instance:
             kw["_identity"] = instancelib.resolve("", url, ipath, iref).adopting(
                 {before.name, *before.legacy_labels}
             )
-            kw["_named_after"] = (
-                f"instance {kw['_identity'].name}: named after {how}, ref {iref}, path "
-                f"{ipath} (--instance-repo or --instance-name names another)"
-            )
+            if how:  # a plain directory: its file:// URL, as sync --repo file://… names it
+                kw["_named_after"] = (
+                    f"instance {kw['_identity'].name}: named after {how}, ref {iref}, path "
+                    f"{ipath} (--instance-repo or --instance-name names another)"
+                )
     instance: instancelib.Instance = kw["_identity"]
     return instance
 
@@ -92,9 +93,9 @@ def instance_note(kw: dict[str, Any]) -> str:
 
 
 def named_after(kw: dict[str, Any]) -> tuple[str, str, str, str] | None:
-    """(repository URL, path, ref, how they were found) that name the instance when
-    ``--repo`` is a local directory and no ``--instance-repo`` says what it stands for;
-    else None.
+    """(repository URL, path, ref, how a checkout told them or "") that name the
+    instance when ``--repo`` is a local directory and no ``--instance-repo`` says what it
+    stands for; else None.
 
     A checkout is named as the daemon syncing its remote is: the remote's URL, the branch
     it follows, and ``--path`` from the top of the work tree; a directory with no remote,
@@ -106,7 +107,7 @@ def named_after(kw: dict[str, Any]) -> tuple[str, str, str, str] | None:
     path, ref = kw.get("path") or ".", kw.get("ref") or "main"
     checkout = localcheckout.describe(directory.resolve())
     if checkout is None:
-        return f"file://{directory.resolve()}", path, ref, "the directory, not a Git checkout"
+        return f"file://{directory.resolve()}", path, ref, ""
     path = posixpath.normpath(posixpath.join(checkout.prefix, path))
     if checkout.branch and not _given(kw, "ref"):
         ref = checkout.branch
