@@ -4,6 +4,8 @@ this instance's identity, the controller and the syncer; and the JSON/YAML outpu
 from __future__ import annotations
 
 import json
+import posixpath
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,10 +19,11 @@ from gitsync.kube.kubeconfig import default_namespace
 from gitsync.model import instance as instancelib
 from gitsync.model.api import DEFAULT_FORCE_MANAGERS
 from gitsync.reconcile.controller import Controller, ControllerConfig
-from gitsync.source import manifests
+from gitsync.source import localcheckout, manifests
 from gitsync.source.cache import default_cache_dir
 from gitsync.source.checkout import open_source
 from gitsync.source.gitenv import Credentials
+from gitsync.source.giturl import redact_url
 from gitsync.source.keyring import verifier_of
 
 
@@ -59,12 +62,70 @@ def denied(kw: dict[str, Any]) -> tuple[str, ...]:
 
 
 def identity(kw: dict[str, Any]) -> instancelib.Instance:
-    return instancelib.resolve(
-        kw.get("instance_name") or "",
-        kw.get("instance_repo") or kw.get("repo") or "",
-        kw.get("path") or ".",
-        kw.get("ref") or "main",
-    )
+    """This instance: by ``--instance-name``, else named after ``--instance-repo`` or
+    ``--repo``, ``--path`` and ``--ref``; a local checkout as ``--repo`` stands for the
+    repository it is a checkout of (:func:`named_after`)."""
+    if "_identity" not in kw:
+        name = kw.get("instance_name") or ""
+        repo, path, ref = kw.get("repo") or "", kw.get("path") or ".", kw.get("ref") or "main"
+        named = named_after(kw) if not name else None
+        if named is None:
+            kw["_identity"] = instancelib.resolve(name, kw.get("instance_repo") or repo, path, ref)
+        else:
+            # what this command line named before: its MyApps are adopted, not refused
+            before = instancelib.resolve("", repo, path, ref)
+            url, ipath, iref, how = named
+            kw["_identity"] = instancelib.resolve("", url, ipath, iref).adopting(
+                {before.name, *before.legacy_labels}
+            )
+            if how:  # a plain directory: its file:// URL, as sync --repo file://… names it
+                kw["_named_after"] = (
+                    f"instance {kw['_identity'].name}: named after {how}, ref {iref}, path "
+                    f"{ipath} (--instance-repo or --instance-name names another)"
+                )
+    instance: instancelib.Instance = kw["_identity"]
+    return instance
+
+
+def instance_note(kw: dict[str, Any]) -> str:
+    """Which instance a local directory as ``--repo`` was taken for, and why; or ""."""
+    identity(kw)
+    return str(kw.get("_named_after") or "")
+
+
+def named_after(kw: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """(repository URL, path, ref, how a checkout told them or "") that name the
+    instance when ``--repo`` is a local directory and no ``--instance-repo`` says what it
+    stands for; else None.
+
+    A checkout is named as the daemon syncing its remote is: the remote's URL, the branch
+    it follows, and ``--path`` from the top of the work tree; a directory with no remote,
+    by its own ``file://`` URL. An explicit ``--ref`` still wins over the branch."""
+    repo = kw.get("repo") or ""
+    directory = Path(repo).expanduser() if repo else None
+    if kw.get("instance_repo") or directory is None or not directory.is_dir():
+        return None
+    path, ref = kw.get("path") or ".", kw.get("ref") or "main"
+    checkout = localcheckout.describe(directory.resolve())
+    if checkout is None:
+        return f"file://{directory.resolve()}", path, ref, ""
+    path = posixpath.normpath(posixpath.join(checkout.prefix, path))
+    if checkout.branch and not _given(kw, "ref"):
+        ref = checkout.branch
+    if checkout.remote:
+        how = f"the checkout's remote {checkout.remote} {redact_url(checkout.url)}"
+        return checkout.url, path, ref, how
+    return f"file://{checkout.top}", path, ref, "the checkout, which has no remote"
+
+
+def _given(kw: dict[str, Any], param: str) -> bool:
+    """Whether ``--<param>`` was given (as a flag or its variable), not left at its
+    default."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return kw.get(param) not in (None, "", "main")
+    source = ctx.get_parameter_source(param)
+    return source not in (None, click.core.ParameterSource.DEFAULT)
 
 
 def namespaces(kw: dict[str, Any], kube: Kube | None) -> None:
@@ -122,6 +183,7 @@ def syncer(kw: dict[str, Any], controller: Controller) -> Syncer:
         allow_empty=kw["allow_empty"],
         prune_max_fraction=kw["prune_max_fraction"],
         concurrency=kw["concurrency"],
+        identity=identity(kw),
     )
     state = StateWriter(
         controller.kube,

@@ -102,6 +102,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
     identity = common.identity(kw)
+    if note := common.instance_note(kw):
+        click.echo(note, err=True)
     label = identity.label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
     # as in a sync: another instance's MyApp, or one made by hand and not handed over,

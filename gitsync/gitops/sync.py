@@ -88,6 +88,9 @@ class SyncOptions:
     #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
     #: (measured at 300 MyApps: 8 → 10.9 s, 32 → 6.1 s, 64 → 5.8 s)
     concurrency: int = 32
+    #: the instance, when the caller named it already (a local checkout is named after
+    #: the repository it is a checkout of); else resolved from the fields above
+    identity: instancelib.Instance | None = None
 
 
 def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
@@ -104,6 +107,8 @@ def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
 
 
 def identity_of(options: SyncOptions) -> instancelib.Instance:
+    if options.identity is not None:
+        return options.identity
     return instancelib.resolve(
         options.instance_name, options.instance or options.repo, options.path, options.ref
     )

@@ -34,10 +34,12 @@ _HASH_LENGTH = 10
 @dataclass(frozen=True)
 class Instance:
     name: str
-    #: source label values this instance wrote before instance names existed (a hash
-    #: of repository and path): a MyApp carrying one is adopted when Git still
-    #: declares it, but never pruned, since two instances on one repository and
-    #: path (different refs) both wrote the same value
+    #: source label values this instance wrote before: before instance names existed
+    #: (a hash of repository and path), and its default name before transports and
+    #: refs were normalised. A MyApp carrying one is adopted when Git still declares
+    #: it, but never pruned: two instances on one repository and path (different
+    #: refs) both wrote the first, and a replica not yet upgraded still leads under
+    #: the second
     legacy_labels: frozenset[str] = field(default=frozenset())
 
     @property
@@ -52,6 +54,10 @@ class Instance:
     @property
     def status_name(self) -> str:
         return STATUS_PREFIX + self.name
+
+    def adopting(self, labels: set[str]) -> Instance:
+        """This instance, adopting (never pruning) MyApps carrying one of ``labels`` too."""
+        return Instance(self.name, self.legacy_labels | (labels - {self.name}))
 
     def owner_of(self, myapp: Obj | None) -> str | None:
         """The other instance whose source label ``myapp`` carries, or None when it
@@ -133,7 +139,11 @@ def resolve(name: str, repo: str, path: str, ref: str) -> Instance:
         return Instance(check_name(name), legacy)
     if not repo:
         return Instance(OPERATOR_ONLY)
-    return Instance(default_name(repo, path, ref), legacy)
+    default = default_name(repo, path, ref)
+    # the name this spelling had before transports and refs were normalised: its MyApps
+    # are adopted (and relabelled) rather than refused after an upgrade
+    previous = _name(_legacy_url(repo), path, ref.strip())
+    return Instance(default, (legacy | {previous}) - {default})
 
 
 def check_name(name: str) -> str:
@@ -148,19 +158,31 @@ def check_name(name: str) -> str:
 def default_name(repo: str, path: str, ref: str) -> str:
     """A stable, DNS-safe name: the repository's base name and the ref, readable, then a
     hash of the normalised repository URL, path and ref, so that two sources never share
-    a name however the readable part is cut (``platform-apps-main-3f9a0c12be``)."""
-    url = _normalise_url(repo)
-    key = f"{url}\n{_normalise_path(path)}\n{ref.strip()}"
+    a name however the readable part is cut (``platform-apps-main-3f9a0c12be``).
+
+    Every spelling of one source gives one name (:func:`canonical_url`, and a ref
+    ``refs/heads/main`` is ``main``); the usual one, an ``https://`` URL and a branch
+    name, keeps the name it had before that normalisation."""
+    return _name(canonical_url(repo), path, _normalise_ref(ref))
+
+
+def _name(url: str, path: str, ref: str) -> str:
+    key = f"{url}\n{_normalise_path(path)}\n{ref}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:_HASH_LENGTH]
     # no query or fragment in the readable part: a token there must not become a label
     bare = re.split(r"[?#]", url, maxsplit=1)[0].replace("\\", "/").rstrip("/")
     base = posixpath.basename(bare.rpartition(":")[2]).removesuffix(".git")
-    readable = _slug(f"{base}-{ref.strip()}")[: 63 - _HASH_LENGTH - 1].strip("-")
+    readable = _slug(f"{base}-{ref}")[: 63 - _HASH_LENGTH - 1].strip("-")
     return f"{readable}-{digest}" if readable else f"gitsync-{digest}"
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _normalise_ref(ref: str) -> str:
+    # git resolves a branch name through refs/heads/ first: the two spellings are one ref
+    return ref.strip().removeprefix("refs/heads/")
 
 
 def legacy_label(repo_url: str, path: str) -> str:
@@ -171,14 +193,66 @@ def legacy_label(repo_url: str, path: str) -> str:
     host) name the same instance; otherwise a restart with a cosmetic change of ``--repo``
     would orphan every MyApp it created.
     """
-    key = f"{_normalise_url(repo_url)}\n{_normalise_path(path)}"
+    key = f"{_legacy_url(repo_url)}\n{_normalise_path(path)}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 _SCHEME_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<auth>[^/@]*@)?(?P<rest>.*)")
+# git's rule: no "://", and a ":" before the first "/" ("[user@]host:path")
+_SCP_URL = re.compile(r"(?:[^@/:]*@)?(?P<host>\[[^\]/]*\]|[^@/:\[\]]+):(?P<path>(?!//).*)")
+_PORTED_HOST = re.compile(r"(?P<host>\[[^\]]*\]|[^:]*)(?::(?P<port>[0-9]*))?")
+#: the port each transport uses when the URL names none
+_DEFAULT_PORTS = {"https": "443", "http": "80", "ssh": "22", "git": "9418"}
+_SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
 
 
-def _normalise_url(url: str) -> str:
+def canonical_url(url: str) -> str:
+    """One spelling per repository, whatever the transport it is reached by.
+
+    A Git host serves one repository over every transport, so ``https://host/x``,
+    ``http://host:80/x``, ``ssh://git@host:22/x``, ``git@host:x`` and ``git://host/x``
+    are all ``https://host/x``: the scheme, the user, a default port, a trailing ``/``
+    or ``.git`` and the host's case do not name another repository. A port that is not
+    its transport's default may be another server, so it stays, with its scheme
+    (``ssh://host:2222/x``). A local repository is ``file://`` and its path, as a
+    directory or as a ``file://`` URL; a relative directory is left as given, since
+    only the caller knows what it is relative to.
+    """
+    url = url.strip()
+    m = _SCHEME_URL.fullmatch(url)
+    if m is not None:
+        scheme = m["scheme"].lower()
+        scheme = "ssh" if scheme in _SSH_SCHEMES else scheme
+        netloc, _, path = m["rest"].partition("/")
+        if scheme == "file":
+            return "file://" + _repo_path("/" + path)
+        hp = _PORTED_HOST.fullmatch(netloc)
+        if scheme not in _DEFAULT_PORTS or hp is None:
+            return _legacy_url(url)  # a transport git has no default for: as before
+        return _network_url(scheme, hp["host"], hp["port"] or "", path)
+    scp = _SCP_URL.fullmatch(url)
+    if scp is not None and "://" not in url:
+        return _network_url("ssh", scp["host"], "", scp["path"])
+    if url.startswith("/"):
+        return "file://" + _repo_path(url)
+    return _repo_path(url)
+
+
+def _network_url(scheme: str, host: str, port: str, path: str) -> str:
+    path = _repo_path(path).lstrip("/")
+    if port in ("", _DEFAULT_PORTS[scheme]):
+        return f"https://{host.lower()}/{path}"
+    return f"{scheme}://{host.lower()}:{port}/{path}"
+
+
+def _repo_path(path: str) -> str:
+    path = re.sub(r"/{2,}", "/", path).rstrip("/")
+    return path.removesuffix(".git").rstrip("/")
+
+
+def _legacy_url(url: str) -> str:
+    """The URL as gitsync normalised it before transports were: the source label values
+    written then (:func:`legacy_label`, and names before :func:`canonical_url`)."""
     url = url.strip()
     m = _SCHEME_URL.fullmatch(url)
     if m is not None:

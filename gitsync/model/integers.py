@@ -8,10 +8,11 @@ What the API server accepts there (tests/integration/test_integers.py asks it):
   Deployment) refuses ``3.0`` outright, so gitsync always sends the integer;
 - a string never, not even ``"3"``.
 
-gitsync adds one thing for manifests in Git: a quoted run of ASCII digits (``"3"``, what a
-quoted YAML scalar gives) means that number, as it always has. No sign, no spaces, no
-other base, and not longer than any integer field holds, so that ``int()`` never meets
-thousands of digits.
+A manifest in Git is held to the server's rule: :mod:`gitsync.model.schema` refuses
+``"3"`` (and ``!!str 3``), as the server refuses what kubectl would send for it. This
+function still reads a quoted run of ASCII digits as that number, for the comparisons of
+render and drift; no sign, no spaces, no other base, and not longer than any integer
+field holds, so that ``int()`` never meets thousands of digits.
 """
 
 from __future__ import annotations

@@ -270,7 +270,12 @@ def _spec(spec: object, out: Problems) -> Obj | None:
 
 
 def _integer(value: object, low: int, high: int, path: FieldPath, out: Problems) -> object:
-    # the CRD says integer: gitsync.model.integers says what stands for one ("3", 3.0)
+    # the CRD says integer: gitsync.model.integers says what stands for one (3.0); a
+    # string never, not even "3": kubectl sends it as a string, which the server refuses
+    if isinstance(value, str):
+        hint = f"; write {value} unquoted" if as_integer(value) is not None else ""
+        out.append((path, f"must be an integer from {low} to {high}, found {_kind(value)}{hint}"))
+        return value
     converted = as_integer(value)
     if converted is None or not low <= converted <= high:
         shown = value if converted is None else converted

@@ -11,8 +11,9 @@ Plain scalars are read as kubectl reads them (sigs.k8s.io/yaml, on go-yaml v2), 
 PyYAML's YAML 1.1 does: ``1:20`` is the string "1:20", not the sexagesimal 80 (whose
 conversion is also quadratic in the number of parts); ``0o17``, ``0x1F``, ``0b101`` and
 ``1_000`` are integers; an integer only when it fits 64 bits (beyond, a float or a string,
-never an unbounded conversion); a date stays a string. So what ``gitsync validate``
-accepts is what ``kubectl apply`` would send (one exception, below: ``y`` and ``n``).
+never an unbounded conversion); a date stays a string; ``y`` and ``n`` are booleans. So
+what ``gitsync validate`` accepts is what ``kubectl apply`` would send (docs/operating.md
+lists where gitsync is stricter).
 
 Apart from ``manifests`` because it is about YAML alone: it knows nothing of files, MyApps
 or the schema.
@@ -67,12 +68,14 @@ class TooComplex(Exception):
 
 # --- scalars, as go-yaml v2 resolves them --------------------------------------------------
 
-# go-yaml v2 also reads y, Y, n and N as booleans; they stay strings here (as in PyYAML and
-# YAML 1.2): a MyApp named "y" is what its author meant, and where a boolean is wanted
-# (suspend) the string is an error, so no value is ever read differently from kubectl
+# go-yaml v2's booleans, y, Y, n and N among them (PyYAML and YAML 1.2 read those as
+# strings): kubectl sends `value: y` as true, which the API server refuses where a string
+# is wanted; so gitsync refuses it too, rather than apply "y" where kubectl applies nothing
 _BOOLS = {
-    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
-    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE"), True),
+    **dict.fromkeys(("on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE"), False),
+    **dict.fromkeys(("off", "Off", "OFF"), False),
 }
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
 _SPECIAL_FLOATS = {
@@ -147,6 +150,34 @@ def resolve(value: str, plain: bool) -> str:
 class Loader(_Base):
     """The safe loader, constructing int, float and bool as :func:`resolve` reads them, so
     that an explicit ``!!int 1:20`` is refused the way kubectl refuses it."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """The merge key ``<<`` as the YAML merge spec and go-yaml (so kubectl) read it:
+        the mapping's own keys win, then the merged mappings in their order, the first of
+        ``<<: [*a, *b]`` before the second. (PyYAML 6.0.2 and later let the last win.)"""
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        merged: list[list[tuple[yaml.Node, yaml.Node]]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != MERGE:
+                if key_node.tag == "tag:yaml.org,2002:value":
+                    key_node.tag = STR
+                own.append((key_node, value_node))
+                continue
+            subs = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for sub in subs:
+                if not isinstance(sub, yaml.MappingNode):
+                    raise ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"expected a mapping or list of mappings for merging, found {sub.id}",
+                        sub.start_mark,
+                    )
+                self.flatten_mapping(sub)
+                merged.append(sub.value)
+        if merged:
+            # a mapping is constructed key by key, the last of equal keys kept: so the
+            # pairs that win come last
+            node.value = [pair for pairs in reversed(merged) for pair in pairs] + own
 
 
 def _construct(
@@ -260,6 +291,17 @@ class Composer:
             if self._loader.check_event(yaml.StreamEndEvent):
                 break
             ev = self._loader.get_event()  # DocumentStartEvent
+            if getattr(ev, "version", None) or getattr(ev, "tags", None):
+                # kubectl cuts a file into documents at its "---" lines before parsing, so
+                # a directive is a document of its own to it, which it refuses: a file with
+                # %YAML (1.1 or 1.2) or %TAG is refused here too, not read as libyaml would
+                raise yaml.parser.ParserError(
+                    None,
+                    None,
+                    "a %YAML or %TAG directive: kubectl cannot read a file that has one"
+                    " (remove it)",
+                    ev.start_mark,
+                )
             self._between = False
             self.index += 1
             self._anchors.clear()  # anchors never cross documents

@@ -4,6 +4,8 @@ own MyApps, and a replica that stops leading during a pass deletes nothing more.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.instance import legacy_label
 from gitsync.reconcile.controller import Controller, ControllerConfig
-from tests.gitserver import Upstream
+from tests.gitserver import AUTHOR, Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_sync import actions, exists, state_of, syncer
 from tests.support import app_yaml, available, get, wait_until
@@ -170,6 +172,52 @@ def test_myapps_labelled_before_instance_names_are_adopted_not_pruned(
     assert label(kube, namespace, "kept") == s.identity.label
     # shared by every ref of the repository: not proof enough that "left" was ours
     assert label(kube, namespace, "left") == old
+
+
+def test_one_repository_over_another_transport_is_the_same_instance(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    # a daemon syncing over https, and a sync naming the repository as ssh's scp form
+    # (--instance-repo): one source, so one instance
+    https = syncer(
+        controller,
+        upstream.file_url,
+        cache_dir,
+        namespace,
+        instance="https://git.example.com/platform/apps.git",
+    )
+    scp = syncer(
+        controller,
+        upstream.file_url,
+        cache_dir,
+        namespace,
+        instance="git@git.example.com:platform/apps.git",
+        ref="refs/heads/main",
+    )
+    assert https.identity.name == "apps-main-47fb36e346"  # as every version has named it
+    assert scp.identity.name == https.identity.name
+    # that spelling (scp form, refs/heads/main) had a name of its own before: its MyApps
+    # are adopted, not refused
+    before = "apps-refs-heads-main-12b05467fc"
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("kept", "left", "new")})
+    for name in ("kept", "left"):
+        body = {
+            "apiVersion": "apps.example.com/v1",
+            "kind": "MyApp",
+            "metadata": {"name": name, "namespace": namespace, "labels": {SOURCE_LABEL: before}},
+            "spec": {"image": "nginx:1.27"},
+        }
+        kube.apply(path_of("MyApp", namespace, name), body, field_manager="gitsync")
+    wait_until(lambda: controller.myapps.get(f"{namespace}/left"), what="the cache")
+    upstream.commit({"apps/left.yaml": None})
+    result = scp.run()
+    assert result.ok, [(c.subject, c.reason) for c in result.changes if c.action == "failed"]
+    assert actions(result) == {"kept": "configured", "new": "created"}
+    assert label(kube, namespace, "kept") == https.identity.label
+    # not pruned: a replica not yet upgraded may still lead under the old name
+    assert label(kube, namespace, "left") == before
+    # and the https instance sees the MyApps as its own
+    assert actions(https.run()) == {"kept": "unchanged", "new": "unchanged"}
 
 
 class Deposer:
@@ -344,3 +392,61 @@ def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
     controller.reconciler.apply_from_git = real  # type: ignore[method-assign]
     assert "gone" not in actions(result)
     assert label(kube, namespace, "gone") == "other"
+
+
+def test_diff_of_a_local_checkout_previews_the_instance_of_its_repository(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    # README's path: sync from the repository's URL, then diff the same repository as a
+    # local checkout; and a clone of it
+    repo = tmp_path / "apps-repo"
+    (repo / "apps").mkdir(parents=True)
+    for name in ("web", "api"):
+        (repo / "apps" / f"{name}.yaml").write_text(app_yaml(namespace, name))
+    env = {**os.environ, **AUTHOR, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], env=env, check=True, capture_output=True, timeout=30)
+
+    git("-C", str(repo), "init", "--quiet", "--initial-branch=main")
+    git("-C", str(repo), "add", "--all")
+    git("-C", str(repo), "commit", "--quiet", "-m", "apps")
+    git("clone", "--quiet", f"file://{repo}", str(tmp_path / "clone"))
+    flags = ["--allowed-namespaces", namespace]
+    status = ["--status-namespace", namespace]
+
+    done = gitsync(
+        kubeconfig, "sync", "--repo", f"file://{repo}", "--path", "apps", *flags, *status
+    )
+    assert done.returncode == 0, done.stderr
+    synced = label(kube, namespace, "web")
+    for where, path in [
+        (repo, "apps"),
+        (tmp_path / "clone", "apps"),
+    ]:
+        preview = gitsync(kubeconfig, "diff", "--repo", str(where), "--path", path, *flags)
+        assert preview.returncode == 0, (where, preview.stdout, preview.stderr)
+        assert "belongs to gitsync instance" not in preview.stderr
+        # it says which instance it took the checkout for
+        assert f"instance {synced}: named after the checkout" in preview.stderr, preview.stderr
+    # a sync from the checkout is that instance too: it labels nothing anew
+    again = gitsync(
+        kubeconfig, "sync", "--repo", str(tmp_path / "clone"), "--path", "apps", *flags, *status
+    )
+    assert again.returncode == 0, again.stderr
+    assert label(kube, namespace, "web") == label(kube, namespace, "api") == synced
+
+    # --instance-name still names another instance, whose claim is refused as before
+    other = gitsync(
+        kubeconfig,
+        "diff",
+        "--repo",
+        str(repo),
+        "--path",
+        "apps",
+        *flags,
+        "--instance-name",
+        "other",
+    )
+    assert other.returncode == 2
+    assert f"belongs to gitsync instance {synced!r}" in other.stderr

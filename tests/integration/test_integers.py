@@ -52,7 +52,8 @@ def test_the_api_server_refuses_every_string_even_digits(
 ) -> None:
     answer = dry_run(kube, "MyApp", namespace, myapp(namespace, "s", replicas=value))
     assert isinstance(answer, APIError) and "must be of type integer" in str(answer), answer
-    # gitsync's own addition for Git: plain decimal digits mean that number
+    # and so does gitsync's schema for a manifest (tests/unit/test_yaml_kubectl.py);
+    # as_integer reads plain decimal digits as that number, for render and drift only
     assert (as_integer(value) is not None) == (value.isascii() and value.isdigit())
 
 

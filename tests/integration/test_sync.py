@@ -197,20 +197,20 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     assert state_of(s)["result"] == "Succeeded"
 
 
-def test_string_port_and_replicas_from_git_do_not_drift(
+def test_a_string_port_from_git_is_refused_as_the_server_refuses_it(
     kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
 ) -> None:
+    # kubectl sends port: "80" as a string, which the API server refuses for a MyApp
+    # (tests/integration/test_yaml_kubectl.py); gitsync refuses the file, naming the line
     upstream.commit({"apps/s.yaml": app_yaml(namespace, "s", replicas="2", port='"80"')})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
-    assert actions(s.run()) == {"s": "created"}
-    assert get(kube, "MyApp", namespace, "s")["spec"]["port"] == 80  # type: ignore[index]
-    wait_until(lambda: available(kube, namespace, "s", 2), timeout=60, what="Available")
-    assert controller.wait_idle(30)
-    writes = kube.requests["APPLY"]
-    assert actions(s.run()) == {"s": "unchanged"}
-    assert kube.requests["APPLY"] == writes
-    app = get(kube, "MyApp", namespace, "s")
-    assert (app or {}).get("status", {}).get("drift") in (None, [])
+    result = s.run()
+    assert not result.ok
+    assert any(
+        "apps/s.yaml:" in e and "spec.port: must be an integer" in e and "write 80 unquoted" in e
+        for e in result.errors
+    ), result.errors
+    assert get(kube, "MyApp", namespace, "s") is None
 
 
 def test_myapp_edited_by_hand_is_drift_from_git(

@@ -263,7 +263,7 @@ def test_a_signed_rollback_or_sideways_commit_is_refused_unless_accepted(
         str(keys),
     ]
     web = "apps/web.yaml"
-    others = {f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y")}
+    others = {f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "z")}
     vulnerable = app_yaml(namespace, "web", image="app:1.0-vulnerable")
     old = commit(upstream, {web: vulnerable, **others}, alice)
     assert gitsync(kubeconfig, *args).returncode == 0

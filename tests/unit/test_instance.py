@@ -130,3 +130,76 @@ def test_legacy_label_keeps_its_normalisation() -> None:
     for url, path in different:
         assert legacy_label(url, path) != base, (url, path)
     assert legacy_label("/srv/repo", "") == legacy_label("/srv/repo/", ".")
+
+
+@pytest.mark.parametrize(
+    ("url", "ref"),
+    [
+        ("https://github.com:443/example/platform-apps", "main"),
+        ("http://github.com/example/platform-apps", "main"),
+        ("git@github.com:example/platform-apps.git", "main"),
+        ("github.com:example/platform-apps", "main"),
+        ("ssh://git@github.com/example/platform-apps.git", "main"),
+        ("ssh://git@GitHub.com:22/example/platform-apps", "main"),
+        ("git+ssh://git@github.com/example/platform-apps", "main"),
+        ("git://github.com/example/platform-apps", "main"),
+        (URL, "refs/heads/main"),
+        ("git@github.com:example/platform-apps", " refs/heads/main "),
+    ],
+)
+def test_every_transport_and_spelling_of_the_ref_names_one_instance(url: str, ref: str) -> None:
+    assert default_name(url, "apps", ref) == default_name(URL, "apps", "main")
+
+
+def test_what_normalising_keeps_apart() -> None:
+    main = default_name(URL, "apps", "main")
+    # another port may be another server; a path is case-sensitive; a tag is not a branch
+    assert default_name("ssh://git@github.com:2222/example/platform-apps", "apps", "main") != main
+    assert default_name("https://github.com:8443/example/platform-apps", "apps", "main") != main
+    assert default_name("https://github.com/Example/platform-apps", "apps", "main") != main
+    assert default_name(URL, "apps", "refs/tags/main") != main
+    assert default_name("file:///srv/example/platform-apps", "apps", "main") != main
+
+
+def test_a_local_repository_is_named_by_its_path() -> None:
+    assert default_name("/srv/git/apps", ".", "main") == default_name(
+        "file:///srv/git/apps.git/", ".", "main"
+    )
+    assert default_name("file://localhost/srv/git/apps", ".", "main") == default_name(
+        "file:///srv/git/apps", ".", "main"
+    )
+
+
+def test_the_usual_spellings_keep_the_names_they_had() -> None:
+    # names written on MyApps, Leases and ConfigMaps by earlier versions: an https URL or
+    # a file:// URL with a branch name must not become a new instance on upgrade
+    assert default_name(URL, "apps", "main") == "platform-apps-main-ce3cf63358"
+    assert default_name(URL.removesuffix(".git"), ".", "main") == "platform-apps-main-6bc7832bb4"
+    assert default_name("file:///srv/git/apps", ".", "main") == "apps-main-695201921c"
+
+
+@pytest.mark.parametrize(
+    ("url", "ref", "before"),
+    [
+        # what earlier versions named these spellings
+        ("git@github.com:example/platform-apps.git", "main", "platform-apps-main-3ac5e964f3"),
+        ("/srv/git/apps", "main", "apps-main-5c62373ae0"),
+        (URL, "refs/heads/main", "platform-apps-refs-heads-main-062729a4db"),
+    ],
+)
+def test_a_renamed_instance_adopts_the_myapps_of_its_old_name(
+    url: str, ref: str, before: str
+) -> None:
+    path = "apps" if "platform" in url else "."
+    me = resolve("", url, path, ref)
+    assert me.name != before
+    assert before in me.legacy_labels
+    assert me.owner_of(_app(before)) is None  # adopted, and relabelled by the apply
+    # another source's old name is still another instance's
+    other = resolve("", url, "other", ref)
+    assert other.owner_of(_app(before)) == before
+
+
+def test_an_unchanged_name_carries_no_old_name() -> None:
+    me = resolve("", URL, "apps", "main")
+    assert me.legacy_labels == {legacy_label(URL, "apps")}

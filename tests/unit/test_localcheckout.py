@@ -1,0 +1,116 @@
+"""What a local checkout says of its repository, read by the real git."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from gitsync.cli import common
+from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.instance import resolve
+from gitsync.source.localcheckout import describe
+from tests.gitserver import AUTHOR
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, **AUTHOR, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    out = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=30
+    )
+    return out.stdout.strip()
+
+
+def repository(path: Path, branch: str = "main") -> Path:
+    (path / "apps").mkdir(parents=True)
+    (path / "apps" / "a.yaml").write_text("kind: MyApp\n")
+    git(path, "init", "--quiet", f"--initial-branch={branch}")
+    git(path, "add", "--all")
+    git(path, "commit", "--quiet", "-m", "first")
+    return path
+
+
+def test_a_directory_outside_any_checkout_is_none(tmp_path: Path) -> None:
+    (tmp_path / "apps").mkdir()
+    assert describe(tmp_path / "apps") is None
+
+
+def test_a_checkout_without_a_remote_is_its_branch_alone(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "apps-repo", branch="trunk")
+    found = describe(repo)
+    assert found is not None
+    assert (found.top, found.prefix, found.remote, found.url) == (repo, ".", "", "")
+    assert found.branch == "trunk"
+
+
+def test_a_clone_follows_the_remote_and_branch_it_tracks(tmp_path: Path) -> None:
+    upstream = repository(tmp_path / "upstream")
+    git(upstream, "branch", "staging")
+    git(tmp_path, "clone", "--quiet", "--branch", "staging", str(upstream), "clone")
+    clone = tmp_path / "clone"
+    git(clone, "checkout", "--quiet", "-b", "feature", "--track", "origin/main")
+    found = describe(clone / "apps")
+    assert found is not None
+    # a clone of a local path is its file:// URL; the branch is the one it tracks
+    assert (found.remote, found.url, found.branch) == ("origin", f"file://{upstream}", "main")
+    assert found.prefix == "apps" and found.top == clone
+
+
+def test_without_an_upstream_origin_and_the_branch_checked_out(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "repo")
+    git(repo, "remote", "add", "mirror", "https://mirror.example.com/apps.git")
+    git(repo, "remote", "add", "origin", "git@git.example.com:platform/apps.git")
+    git(repo, "checkout", "--quiet", "-b", "release")
+    found = describe(repo)
+    assert found is not None
+    assert (found.remote, found.url) == ("origin", "git@git.example.com:platform/apps.git")
+    assert found.branch == "release"
+
+
+def test_a_detached_head_has_no_branch(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "repo")
+    git(repo, "checkout", "--quiet", "--detach")
+    found = describe(repo)
+    assert found is not None and found.branch == ""
+
+
+def _identity(repo: Path, path: str = "apps", **kw: str) -> str:
+    flags = {"repo": str(repo), "path": path, "ref": "main", "instance_name": "", **kw}
+    return common.identity(flags).name
+
+
+def test_a_checkout_names_the_instance_of_the_repository_it_is_a_checkout_of(
+    tmp_path: Path,
+) -> None:
+    upstream = repository(tmp_path / "apps-repo")
+    git(tmp_path, "clone", "--quiet", f"file://{upstream}", "clone")
+    daemon = resolve("", f"file://{upstream}", "apps", "main").name
+    # the repository itself (no remote: its file:// URL), a clone (its remote), and the
+    # clone from the manifests' directory
+    assert _identity(upstream) == daemon
+    assert _identity(tmp_path / "clone") == daemon
+    assert _identity(tmp_path / "clone" / "apps", ".") == daemon
+    # what names another instance still does
+    assert _identity(upstream, ref="staging") != daemon  # no click context: given
+    assert (
+        _identity(upstream, instance_repo="https://h/x")
+        == resolve("", "https://h/x", "apps", "main").name
+    )
+
+
+def test_a_checkout_of_an_https_repository_names_the_daemon_of_that_url(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "work", branch="release")
+    git(repo, "remote", "add", "origin", "git@git.example.com:platform/apps.git")
+    git(repo, "config", "branch.release.remote", "origin")
+    git(repo, "config", "branch.release.merge", "refs/heads/main")
+    daemon = resolve("", "https://git.example.com/platform/apps.git", "apps", "main")
+    found = common.identity({"repo": str(repo), "path": "apps", "ref": "main"})
+    assert found.name == daemon.name
+    # what this command line named before is adopted, not refused
+    before = resolve("", str(repo), "apps", "main").name
+    assert found.owner_of({"metadata": {"labels": {SOURCE_LABEL: before}}}) is None
+
+
+def test_a_plain_directory_is_its_file_url(tmp_path: Path) -> None:
+    (tmp_path / "apps").mkdir()
+    assert _identity(tmp_path) == resolve("", f"file://{tmp_path}", "apps", "main").name
