@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     except MutationError as e:
         print(f"\nmutation: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nmutation: interrupted; no report written", file=sys.stderr)
+        return 130
     finally:
         # mutants run in copies only; this says so, every time
         changed = [m for m, h in before.items() if tree_hash(args.root, m) != h]
