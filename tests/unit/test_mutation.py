@@ -13,6 +13,7 @@ import pytest
 
 from testenv.mutation.__main__ import ROOT, TESTS, core, main
 from testenv.mutation.mutants import mutants
+from testenv.mutation.run import ModuleReport, Result, format_report
 
 SOURCE = textwrap.dedent(
     '''\
@@ -154,3 +155,25 @@ def test_every_core_module_has_tests_in_the_table_and_they_exist() -> None:
     for tests in TESTS.values():
         for test in tests:
             assert (ROOT / test).is_file(), test
+
+
+def test_the_report_counts_timeouts_as_caught_and_names_stale_allow_list_entries() -> None:
+    found = mutants("def h(a):\n    return a < 1\n", "h.py")
+    by_change = {m.change: m for m in found}
+    report = ModuleReport(
+        "h.py",
+        ("test_h.py",),
+        [
+            Result(by_change["a < 1 → a <= 1"], "timeout"),
+            Result(by_change["a < 1 → a < 2"], "killed"),
+            Result(by_change["a < 1 → a < 0"], "survived"),
+            Result(by_change["return a < 1 → pass"], "survived", equivalent="why"),
+        ],
+    )
+    assert report.score == pytest.approx(200 / 3)
+    stale = "h.py :: h :: a < 1 → a > 1"
+    text = format_report([report], {stale: "gone", "other.py :: f :: a → b": "not run"})
+    assert "h.py:2 [int] in h: a < 1 → a < 0" in text
+    assert text.endswith(
+        f"Allow-list entries that matched no survivor (killed now, or gone):\n  {stale}\n"
+    )
