@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults fuzz test demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults fuzz mutation test demo run bench clean
 
 all: test
 
@@ -74,6 +74,13 @@ faults: $(STAMP)
 # property (3000 by default, about 12 minutes); `make test` runs 150 each, derandomized
 fuzz: $(STAMP)
 	GITSYNC_FUZZ=long $(PY) -m pytest -p no:cacheprovider --hypothesis-show-statistics tests/fuzz
+
+# mutation testing of the pure core (engine/, model/, reconcile/workqueue.py): each module's
+# one-keystroke mutants against its unit and fuzz tests, scores and survivors to stdout and
+# .mutation/; long, so not part of `make test`. One module: MODULES=gitsync/engine/prune.py
+MODULES ?=
+mutation: $(STAMP)
+	$(PY) -m testenv.mutation $(MODULES)
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
 test: lint typecheck cluster peers chromium sshd
