@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 JOB_ID = "sync"
 #: the executor of the sync job: one thread, so that passes run one after another
 SYNC_EXECUTOR = "sync"
+#: how long stop() waits for a deferred sync request already firing (one Lease update)
+LATER_JOIN_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ class Daemon:
             )
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
-        self._later: threading.Timer | None = None
+        #: the deferred sync requests still waiting: stop() cancels every one
+        self._later: set[threading.Timer] = set()
+        self._later_lock = threading.Lock()
         page = DriftPage(controller, syncer) if options.ui else None
         self.routes = Routes(self, receiver, page, AllowedHosts(options.ui_allowed_hosts))
         limits = Limits(
@@ -149,8 +153,7 @@ class Daemon:
 
     def stop(self) -> None:
         self.stop_event.set()
-        if self._later is not None:
-            self._later.cancel()
+        self._cancel_later()
         if self.syncer is not None:
             self.syncer.cancel.set()
 
@@ -263,13 +266,34 @@ class Daemon:
 
     def request_sync_later(self, delay: float) -> None:
         def deferred() -> None:
-            if self.request_sync() == "failed":
-                log.warning("a push delivered to this standby could not be passed to the leader")
+            try:
+                if not self.stop_event.is_set() and self.request_sync() == "failed":
+                    log.warning(
+                        "a push delivered to this standby could not be passed to the leader"
+                    )
+            finally:
+                with self._later_lock:
+                    self._later.discard(timer)
 
-        # one at a time: the rate limit answers "pending" while this one waits
-        self._later = threading.Timer(delay, deferred)
-        self._later.daemon = True
-        self._later.start()
+        # the rate limit answers "pending" while one waits, but a request may still come
+        # while an earlier timer is firing: each is kept until it has run or is cancelled
+        with self._later_lock:
+            if self.stop_event.is_set():
+                return
+            timer = threading.Timer(delay, deferred)
+            timer.daemon = True
+            self._later.add(timer)
+            timer.start()
+
+    def _cancel_later(self) -> None:
+        with self._later_lock:
+            timers = list(self._later)
+            self._later.clear()
+        for timer in timers:
+            timer.cancel()
+        for timer in timers:
+            if timer is not threading.current_thread():
+                timer.join(LATER_JOIN_TIMEOUT)
 
     def request_sync(self) -> SyncRequest:
         if self.leader is None or self.is_leader():

@@ -65,6 +65,12 @@ _MAX_INT64: Final = 2**63 - 1
 _MAX_INT64_DIGITS: Final = 18  # digits that always fit an int64 (the parser's fast path)
 # Far beyond any real quantity; keeps a hostile "1e999999999" from building a huge integer.
 _MAX_EXPONENT: Final = 1000
+#: what the server trims around a quantity (Go's unicode.IsSpace, in
+#: Quantity.UnmarshalJSON); not Python's whitespace, which also holds U+001C..U+001F
+_GO_SPACE: Final = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 _HINT: Final = "expected e.g. 500m, 1.5, 128Mi, 2Gi or 1e3"
 
 
@@ -123,7 +129,7 @@ def _as_text(value: object) -> str:
             raise ValueError(f"invalid quantity {value!r}: not a finite number")
         return repr(value)  # the text json.dumps sends
     if isinstance(value, str):
-        return value.strip()  # the server trims surrounding whitespace too
+        return value.strip(_GO_SPACE)  # the server trims surrounding whitespace too
     raise ValueError(f"invalid quantity {value!r}: must be a string or a number")
 
 

@@ -42,9 +42,11 @@ def execute(applier: Writer, step: Step) -> Outcome:
         return Outcome("created", applier.apply(step.body))
     if not _confirmed(applier, step.body, step.live):
         # the server would store exactly what is live: a value our projection
-        # does not canonicalise; nothing to write and nothing drifted
+        # does not canonicalise (or a field the schema prunes); nothing to write and
+        # nothing taken back, but what the step leaves (conflicts, drift the policy
+        # only reports) still stands and stays in status
         log.debug("%s: fast path differed, dry-run did not", step.subject)
-        return Outcome("unchanged", step.live)
+        return Outcome("unchanged", step.live, list(step.left))
     applied = applier.apply(step.body, force=step.force)
     return Outcome("configured", applied, list(step.left), list(step.corrected))
 

@@ -17,6 +17,7 @@ tests drive it with fakes.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,7 +120,10 @@ class Reconciler:
         #: created, and no status yet: since when (see :meth:`_first_status_wait`)
         self._awaiting_status: dict[str, float] = {}
         self.clock: Callable[[], float] = time.monotonic
+        #: reconciles so far; workers and the sync pass count from their own threads,
+        #: and ``+=`` is a read and a write another thread can come between
         self.reconciles = 0
+        self._count_lock = threading.Lock()
 
     def reconcile(self, key: str) -> Result:
         """Level-based: reads the caches, writes only what differs. A permanent failure
@@ -194,7 +198,8 @@ class Reconciler:
         """The Deployment, then the status. Raises what is temporary (for the caller's
         backoff); a permanent failure, once recorded, is a terminal result (raised
         with ``strict``, for the sync pass to report)."""
-        self.reconciles += 1
+        with self._count_lock:
+            self.reconciles += 1
         if sync is not None:
             self.sync_info[key] = sync
         sync = self.sync_info.get(key)

@@ -4,7 +4,11 @@ The semantics of client-go's workqueue, which every controller relies on: a
 key is never processed by two workers at once; a key added while it is being
 processed is processed once more afterwards; a key added many times while
 waiting is processed once. Failed keys come back after an exponential,
-per-key delay; a success forgets the key's failures.
+per-key delay; a success forgets the key's failures. On top of that, an overall
+token bucket (client-go's defaults: 10 per second, bursts of 100) spaces out the
+retries of all keys together: a retry waits the longer of the two, so that many
+keys failing at once (the API server down) do not come back as one storm. A key
+delayed twice waits for the earlier time only.
 
 Two lanes, as in controller-runtime's priority queue: a key added ``urgent`` (someone
 changed what an object should be: drift to take back) is handed out before the
@@ -34,10 +38,18 @@ class WorkQueue:
         *,
         base_delay: float = 0.05,
         max_delay: float = 60.0,
+        qps: float = 10.0,
+        burst: int = 100,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.qps = qps
+        self.burst = burst
+        #: the overall bucket: tokens left (negative: retries already promised a later
+        #: token) as of ``_bucket_at``
+        self._tokens = float(burst)
+        self._bucket_at = clock()
         self._clock = clock
         self._queue: deque[str] = deque()
         self._urgent_queue: deque[str] = deque()
@@ -48,6 +60,9 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
         self._delayed: list[tuple[float, int, str]] = []
+        #: when each delayed key is due: the heap may hold later entries of the key,
+        #: which are skipped (a key waits for its earliest time only)
+        self._due: dict[str, float] = {}
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._shutdown = False
@@ -61,19 +76,22 @@ class WorkQueue:
         with self._cond:
             if self._shutdown:
                 return
-            if key in self._dirty:
-                if urgent and key not in self._urgent:
-                    self._urgent.add(key)
-                    if key not in self._processing:
-                        self._urgent_queue.append(key)  # its plain entry is skipped
-                        self._cond.notify()
-                return
-            self._dirty.add(key)
-            if urgent:
+            self._add_locked(key, urgent=urgent)
+
+    def _add_locked(self, key: str, *, urgent: bool = False) -> None:
+        if key in self._dirty:
+            if urgent and key not in self._urgent:
                 self._urgent.add(key)
-            if key not in self._processing:
-                self._enqueue(key)
-                self._cond.notify()
+                if key not in self._processing:
+                    self._urgent_queue.append(key)  # its plain entry is skipped
+                    self._cond.notify()
+            return
+        self._dirty.add(key)
+        if urgent:
+            self._urgent.add(key)
+        if key not in self._processing:
+            self._enqueue(key)
+            self._cond.notify()
 
     def _enqueue(self, key: str) -> None:
         (self._urgent_queue if key in self._urgent else self._queue).append(key)
@@ -85,17 +103,39 @@ class WorkQueue:
         with self._cond:
             if self._shutdown:
                 return
-            heapq.heappush(self._delayed, (self._clock() + delay, next(self._seq), key))
-            self._cond.notify()
+            self._push(key, self._clock() + delay)
+
+    def _push(self, key: str, at: float) -> None:
+        due = self._due.get(key)
+        if due is not None and due <= at:
+            return  # already due earlier: one entry per key, the earliest
+        self._due[key] = at
+        heapq.heappush(self._delayed, (at, next(self._seq), key))
+        self._cond.notify()
 
     def add_rate_limited(self, key: str) -> float:
-        """Requeue after this key's backoff (base * 2^failures, capped); returns the delay."""
+        """Requeue after the longer of this key's backoff (base * 2^failures, capped)
+        and the overall bucket's wait; returns the delay."""
         with self._cond:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
-        delay: float = min(self.base_delay * 2.0**n, self.max_delay)
-        self.add_after(key, delay)
+            backoff: float = min(self.base_delay * 2.0**n, self.max_delay)
+            delay = max(backoff, self._reserve())
+            if self._shutdown:
+                return delay
+            if delay <= 0:
+                self._add_locked(key)
+            else:
+                self._push(key, self._clock() + delay)
         return delay
+
+    def _reserve(self) -> float:
+        """Take a token from the overall bucket; how long until it is there."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._bucket_at) * self.qps)
+        self._bucket_at = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
     def forget(self, key: str) -> None:
         with self._cond:
@@ -156,7 +196,10 @@ class WorkQueue:
     def _promote_delayed(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            at, _, key = heapq.heappop(self._delayed)
+            if self._due.get(key) != at:
+                continue  # a later entry of a key due earlier: already promoted
+            del self._due[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:

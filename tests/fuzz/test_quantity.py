@@ -8,6 +8,8 @@ as written only when it is already canonical.
 
 from __future__ import annotations
 
+import math
+import re
 from fractions import Fraction
 
 from hypothesis import example, given
@@ -114,11 +116,70 @@ def test_binary_values_are_capped_at_int64(n: int) -> None:
     assert parsed.value == min(Fraction(n * 1024), Fraction(2**63 - 1))
 
 
-@given(st.text(max_size=40))
+#: resource.Quantity's grammar, written out on its own: a sign, digits with at most one
+#: point (the Go scanner takes none at all as 0), then one SI or binary suffix or an
+#: exponent; ASCII only, nothing around it
+GRAMMAR = re.compile(
+    r"(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+    r"(?:(?P<si>[numkMGTPE])|(?P<binary>[KMGTPE])i|[eE](?P<exp>[+-]?[0-9]+))?"
+)
+SI = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+#: what Go's strings.TrimSpace trims (unicode.IsSpace), as Quantity.UnmarshalJSON does
+#: before parsing; Python's str.strip also trims U+001C..U+001F, which Go does not
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def server_value(m: re.Match[str]) -> Fraction:
+    """The value the API server parses from a text of the grammar: nano precision,
+    finer values rounded away from zero, binary values capped at 2**63-1."""
+    fraction = m["fraction"] or ""
+    value = Fraction(int(m["whole"] or "0")) + Fraction(int(fraction or "0"), 10 ** len(fraction))
+    if m["binary"]:
+        value *= 2 ** (10 * ("KMGTPE".index(m["binary"]) + 1))
+    else:
+        value *= Fraction(10) ** (SI[m["si"]] if m["si"] else int(m["exp"] or 0))
+    value = Fraction(math.ceil(value * 10**9), 10**9)
+    if m["binary"] and value > 2**63 - 1:
+        value = Fraction(2**63 - 1)
+    return -value if m["sign"] == "-" else value
+
+
+@given(st.one_of(st.text(max_size=40), quantity_text()))
 @example("1e999999999")
 @example("٣")
+@example("1 Gi")
+@example(" 1Gi\n")
+@example("1\x1f")
+@example("\u30001\u2003")
+@example("1e")
+@example("1.5.5")
+@example("0x10")
+@example("1K")
+@example("1ki")
+@example("1.5Gi")
+@example("-0.0001n")
 def test_anything_else_is_a_value_error(text: str) -> None:
+    trimmed = text.strip(GO_SPACE)
+    m = GRAMMAR.fullmatch(trimmed) if trimmed else None  # nothing at all is no zero
+    exponent = int(m["exp"]) if m is not None and m["exp"] else 0
     try:
-        canonical_quantity(text)
+        canonical = canonical_quantity(text)
     except ValueError as e:
         assert "invalid quantity" in str(e)
+        # refused: not of the grammar, or an exponent the module keeps out of reach
+        assert m is None or abs(exponent) > 1000, f"{text!r} is a quantity, refused: {e}"
+        return
+    # accepted: only what the API server accepts, holding the value it parses, and
+    # canonical as it stores it (a fixed point that reads back as the same value)
+    assert m is not None, f"{text!r} is no quantity, accepted as {canonical!r}"
+    value = server_value(m)
+    assert parse_quantity(text) == value
+    assert parse_quantity(canonical) == value
+    assert canonical_quantity(canonical) == canonical
+    assert quantities_equal(text, canonical)
+    assert quantities_equal(text, _format(value, "DecimalSI"))

@@ -14,6 +14,7 @@ client's requests would be counted too.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.engine.planner import Step, after, released
+from gitsync.engine.planner import UID_TO_BE_ASSIGNED, Step, after, released
 from gitsync.kube.client import Kube, resource_path
 from gitsync.model.api import Obj
 from tests.integration.test_cli import common, gitsync
@@ -257,6 +258,70 @@ def writes_made(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, 
     return out
 
 
+_STEP = re.compile(r"\.?(?P<name>[A-Za-z0-9_-]+)|\[(?P<bracket>[^\]]*)\]")
+
+
+def held_at(obj: Any, path: str) -> Any:
+    """The value the API server holds at a path as diff prints it (``metadata.annotations
+    [gitsync.example.com/applied]``, ``spec.template.spec.containers[name=app].image``),
+    or None where it holds nothing."""
+    node = obj
+    pos = 0
+    while pos < len(path):
+        m = _STEP.match(path, pos)
+        assert m is not None and m.end() > pos, f"cannot read path {path!r} at {pos}"
+        pos = m.end()
+        step = m["name"] if m["name"] is not None else m["bracket"]
+        if isinstance(node, list):
+            # a keyed list item: [name=app] or [containerPort=8080,protocol=TCP]
+            want = dict(pair.split("=", 1) for pair in step.split(","))
+            node = next(
+                (it for it in node if all(str(it.get(k)) == v for k, v in want.items())), None
+            )
+        elif isinstance(node, dict):
+            node = node.get(step)
+        else:
+            return None
+        if node is None:
+            return None
+    return node
+
+
+def check_content(kube: Kube, ns: str, doc: Any) -> None:
+    """Each object diff announces as created or configured holds, after the sync, the
+    value diff gave for each field it changes (None: no longer there)."""
+    for o in doc["objects"]:
+        if o["action"] not in ("created", "configured"):
+            continue
+        kind, _, name = short(o["object"], ns).partition("/")
+        plural = "myapps" if kind == "MyApp" else "deployments"
+        version = "apps.example.com/v1" if kind == "MyApp" else "apps/v1"
+        live = kube.get(resource_path(version, plural, ns, name))
+        assert o["changes"], o  # a write says what it writes
+        # diff cannot know the uid of a MyApp not created yet: it gives a placeholder
+        app = kube.get(resource_path("apps.example.com/v1", "myapps", ns, name))
+        uid = app["metadata"]["uid"]
+        for change in o["changes"]:
+            held = held_at(live, change["path"])
+            assert holds(held, change["git"], uid), (o["object"], change, held)
+
+
+def holds(held: Any, want: Any, uid: str) -> bool:
+    """``held`` carries ``want``: equal, or for a whole map or list (a created object's
+    changes), every value diff gave, beside the defaults the server adds."""
+    if isinstance(want, dict):
+        return isinstance(held, dict) and all(holds(held.get(k), v, uid) for k, v in want.items())
+    if isinstance(want, list):
+        return (
+            isinstance(held, list)
+            and len(held) == len(want)
+            and all(holds(h, w, uid) for h, w in zip(held, want, strict=True))
+        )
+    if want == UID_TO_BE_ASSIGNED:
+        return bool(held == uid)
+    return bool(held == want)
+
+
 def short(subject: str, ns: str) -> str:
     kind, _, name = subject.split("/")
     assert _ == ns, subject
@@ -298,6 +363,8 @@ def test_diff_announces_exactly_what_the_next_sync_writes(
     time.sleep(1.1)
     c.sync()
     made = writes_made(before_diff, server_state(kube, namespace))
+    # not only which objects: what diff said each write holds is what the server holds
+    check_content(kube, namespace, doc)
 
     assert announced == made == scenario.writes
     assert code == (1 if scenario.writes else 0), doc

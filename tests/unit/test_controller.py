@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 from kubernetes import client as k8s_client
 
+from gitsync.errors import APITooManyRequestsError
 from gitsync.kube.client import Kube
 from gitsync.model.api import Obj
 from gitsync.reconcile.controller import Controller, Result, changed
@@ -215,3 +216,38 @@ def test_an_edited_deployment_is_reconciled_before_rollout_news() -> None:
         "n/rolling",
         None,
     ]
+
+
+class _YieldingCount(int):
+    """A count whose addition lets another thread run between the read and the write
+    of ``+=``, as a free-threaded interpreter (or a GIL switch there) would."""
+
+    def __add__(self, other: int) -> _YieldingCount:
+        value = int(self) + other
+        time.sleep(0.0005)
+        return _YieldingCount(value)
+
+
+def test_reconciles_counted_from_many_threads_lose_none() -> None:
+    """Workers and the sync pass reconcile different keys at once, each counting."""
+    c = offline_controller()
+    r = c.reconciler
+
+    def throttled(key: str, myapp: Obj) -> None:
+        # the first thing _reconcile does after counting; raised straight out
+        raise APITooManyRequestsError(key, "throttled", retry_after=1.0)
+
+    r._converge_deployment = throttled  # type: ignore[assignment,method-assign]
+    r.reconciles = _YieldingCount(0)
+
+    def hammer(n: int) -> None:
+        for _ in range(25):
+            with pytest.raises(APITooManyRequestsError):
+                r._reconcile(f"ns/app-{n}", {"metadata": {"name": f"app-{n}"}}, [], None)
+
+    threads = [threading.Thread(target=hammer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert c.reconciles == 6 * 25

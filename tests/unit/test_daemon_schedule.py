@@ -102,3 +102,30 @@ def test_requests_during_a_pass_give_one_pass_after_it_never_one_alongside(
     daemon.trigger()
     wait_for(lambda: syncer.started == 4, "a pass when idle")
     syncer.finish_one()
+
+
+def test_stop_cancels_every_deferred_sync_request(scheduled: tuple[Daemon, GatedSyncer]) -> None:
+    """A standby defers pushes it got while rate-limited; each waits in a timer, and
+    stop() must leave none behind to fire into a daemon that is gone."""
+    daemon, _syncer = scheduled
+    asked: list[str] = []
+
+    def request_sync() -> str:
+        asked.append("sync")
+        return "accepted"
+
+    daemon.request_sync = request_sync  # type: ignore[assignment,method-assign]
+    before = set(threading.enumerate())
+    for _ in range(3):
+        daemon.request_sync_later(3600)
+    timers = [
+        t for t in threading.enumerate() if t not in before and isinstance(t, threading.Timer)
+    ]
+    assert len(timers) == 3
+    daemon.stop()
+    # cancelled and joined, not only the last one
+    assert [t for t in timers if t.is_alive()] == []
+    daemon.request_sync_later(0)  # a request after stop starts nothing
+    started = [t for t in threading.enumerate() if t not in before and t not in timers]
+    assert [t for t in started if isinstance(t, threading.Timer)] == []
+    assert asked == []

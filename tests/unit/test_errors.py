@@ -3,11 +3,22 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from gitsync.cli.logs import TextFormatter
 from gitsync.cli.report import drift_rows, render_table
-from gitsync.engine.managedfields import human_path
-from gitsync.errors import MAX_BODY, APIError, ManifestError, plain_or_quote, quote
+from gitsync.engine.managedfields import human_path, key_json
+from gitsync.errors import (
+    MAX_BODY,
+    APIError,
+    ManifestError,
+    one_line,
+    plain_or_quote,
+    printable,
+    quote,
+)
+from gitsync.kube.client import encode_body
 
 
 @pytest.mark.parametrize(
@@ -107,3 +118,31 @@ def test_drift_table_rows_stay_one_line_each() -> None:
 )
 def test_human_paths_quote_names_that_are_not_plain(path: tuple[str, ...], text: str) -> None:
     assert human_path(path) == text
+
+
+# what must come through every escape table unchanged: printable text, non-ASCII letters
+# and marks, emoji; only quotes and backslashes (which each table spells its own way)
+# and the characters each table exists for are left out
+UNESCAPED = st.text(
+    alphabet=st.characters(
+        categories=("L", "M", "N", "P", "S"),
+        include_characters=" ",  # the one space Python counts printable
+        exclude_characters="'\"\\&<>",
+    ),
+    max_size=60,
+)
+WORDS = ["café", "日本語", "Ωμέγα", "اختبار", "ß ñ ø å", "😀", "🚀🐍", "naïve-✓", "a b~c"]
+
+
+@given(UNESCAPED)
+@example("")
+@pytest.mark.parametrize("word", WORDS)
+def test_printable_text_comes_through_every_escape_unchanged(word: str, text: str) -> None:
+    for value in (text, word, word + text):
+        assert value.isprintable()
+        assert printable(value) == value
+        assert one_line(value) == value
+        assert quote(value) == f"'{value}'"
+        # as the API server writes a list key into fieldsV1, and as an apply body goes out
+        assert key_json(value) == f'"{value}"'
+        assert encode_body({"v": value}) == f'{{"v":"{value}"}}'.encode()

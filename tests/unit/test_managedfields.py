@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gitsync.engine.drift import DriftItem, attribute
 from gitsync.engine.managedfields import (
     Owner,
     Path,
@@ -19,6 +20,9 @@ from gitsync.engine.managedfields import (
     key_element,
     leaf_paths,
     owner_of,
+    owner_sets,
+    owners_of,
+    pick_owner,
 )
 from gitsync.model.api import Obj
 from gitsync.model.render import render
@@ -366,3 +370,84 @@ def test_an_env_var_with_an_escaped_name_has_its_owner() -> None:
     assert owner_of(managed(other), path) == Owner(
         "other-operator", "Apply", "2025-06-01T12:00:00Z"
     )
+
+
+# a Deployment's container from which `kubectl edit` removed the env var MODE: the var
+# is owned by nobody now; kubectl-edit owns the env list it changed, gitsync the
+# container around it (and, with an older time, the Deployment's labels)
+APP_ITEM = 'k:{"name":"app"}'
+REMOVED_ENV = (
+    "f:spec",
+    "f:template",
+    "f:spec",
+    "f:containers",
+    APP_ITEM,
+    "f:env",
+    'k:{"name":"MODE"}',
+)
+
+
+def timed_entry(manager: str, operation: str, time: str, fields: Obj) -> Obj:
+    return {
+        "manager": manager,
+        "operation": operation,
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+
+
+def under_container(fields: Obj) -> Obj:
+    return {"f:spec": {"f:template": {"f:spec": {"f:containers": {APP_ITEM: fields}}}}}
+
+
+def test_a_removed_item_is_owned_by_the_nearest_owned_ancestor_only() -> None:
+    fields = [
+        timed_entry(
+            "gitsync",
+            "Apply",
+            "2026-01-01T00:00:00Z",
+            under_container({".": {}, "f:name": {}, "f:image": {}}),
+        ),
+        timed_entry(
+            "kubectl-edit", "Update", "2026-01-02T00:00:00Z", under_container({"f:env": {}})
+        ),
+    ]
+    # the env list (one level up), not the container (two levels up)
+    assert [o.manager for o in owners_of(owner_sets(fields), REMOVED_ENV)] == ["kubectl-edit"]
+    owner = owner_of(fields, REMOVED_ENV)
+    assert owner is not None and owner.manager == "kubectl-edit"
+    # and drift names it
+    item = DriftItem(
+        "Deployment/web",
+        human_path(REMOVED_ENV),
+        REMOVED_ENV,
+        desired={"name": "MODE", "value": "prod"},
+    )
+    [attributed] = attribute([item], fields)
+    assert (attributed.manager, attributed.operation) == ("kubectl-edit", "Update")
+
+
+def test_of_several_other_managers_the_most_recent_is_named() -> None:
+    path = ("f:spec", "f:replicas")
+    older = Owner("kubectl-scale", "Update", "2026-01-01T00:00:00Z", "")
+    newer = Owner("hpa-sim", "Apply", "2026-01-03T00:00:00Z", "")
+    ours = Owner("gitsync", "Apply", "2026-01-04T00:00:00Z", "")
+    for order in ([older, newer, ours], [newer, older, ours], [ours, older, newer]):
+        assert pick_owner(order) == newer
+    # an entry without a time is the oldest
+    untimed = Owner("kubectl-edit", "Update", None, "")
+    assert pick_owner([older, untimed]) == older
+    assert pick_owner([untimed, older]) == older
+    # through managedFields as the API server writes them, and as drift reports it
+    fields = [
+        timed_entry("hpa-sim", "Apply", "2026-01-03T00:00:00Z", {"f:spec": {"f:replicas": {}}}),
+        timed_entry(
+            "other-operator", "Apply", "2026-01-02T00:00:00Z", {"f:spec": {"f:replicas": {}}}
+        ),
+    ]
+    for entries in (fields, fields[::-1]):
+        [attributed] = attribute(
+            [DriftItem("Deployment/web", "spec.replicas", path, desired=2, live=6)], entries
+        )
+        assert attributed.manager == "hpa-sim" and attributed.conflict

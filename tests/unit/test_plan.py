@@ -19,6 +19,7 @@ from gitsync.engine.planner import (
     after,
     decide,
     plan_app,
+    policy_for,
     split,
     stamp_of,
     stamped,
@@ -407,3 +408,30 @@ def test_the_remembered_stamp_follows_the_body_and_not_a_later_mutation_of_it() 
         == stamped(body)["metadata"]["annotations"][APPLIED_ANNOTATION]
     )
     assert stamp_of("Deployment/shop/memo", dep()) == first
+
+
+@pytest.mark.parametrize(
+    ("spec", "default", "correct"),
+    [
+        ({"driftPolicy": "correct"}, "report", True),
+        ({"driftPolicy": "report"}, "correct", False),
+        ({}, "correct", True),
+        ({}, "report", False),
+        ({"driftPolicy": None}, "report", False),
+    ],
+)
+def test_policy_for_takes_the_myapps_drift_policy_over_the_default(
+    spec: dict[str, object], default: str, correct: bool
+) -> None:
+    settings = Settings(default_policy=default)  # type: ignore[arg-type]
+    p = policy_for({"metadata": {"name": "web"}, "spec": spec}, settings)
+    assert p.correct is correct
+    assert not p.suspended
+    assert (p.force_managers, p.field_manager) == (settings.force_managers, settings.field_manager)
+
+
+def test_policy_for_suspends_the_deployment_and_never_the_myapps_comparison() -> None:
+    app = {"metadata": {"name": "web"}, "spec": {"suspend": True, "driftPolicy": "report"}}
+    assert policy_for(app, Settings()).suspended
+    assert not policy_for(app, Settings(), suspendable=False).suspended
+    assert not policy_for(app, Settings()).correct

@@ -104,3 +104,18 @@ def test_fraction_boundary(gone: int, tracked: int, fraction: float, refused: bo
     plan = plan_prune(desired, names, max_fraction=fraction)
     assert (plan.skipped is not None) is refused
     assert len(plan.delete) == (0 if refused else gone)
+
+
+@pytest.mark.parametrize("max_fraction", [0.51, 0.75, 0.99])
+def test_the_one_tracked_myapp_is_all_of_them(max_fraction: float) -> None:
+    # 1 of 1 is 100 %: over any fraction below 1, however few MyApps there are
+    assert too_many(1, 1, max_fraction)
+    plan = plan_prune([], ["ns/web"], allow_empty=True, max_fraction=max_fraction)
+    assert plan.delete == ()
+    assert plan.skipped == (
+        f"1 of 1 tracked MyApps would be deleted, {max_fraction:.0%} or more (--prune-max-fraction)"
+    )
+    # with a MyApp applied in its place, half are deleted: under these fractions
+    assert plan_prune(
+        ["ns/api"], ["ns/web"], applied=["ns/api"], max_fraction=max_fraction
+    ) == PrunePlan(delete=("ns/web",))

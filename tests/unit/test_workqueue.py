@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,4 +154,46 @@ def test_lanes_keep_the_queue_rules(ops: list[tuple[str, str]]) -> None:
         rest.append(got)
         q.done(got)
     assert sorted(rest) == sorted(waiting)
+    assert q.idle()
+
+
+def test_retries_of_all_keys_together_are_spaced_by_the_overall_bucket() -> None:
+    # client-go's defaults: 10 per second, bursts of 100, on top of per-key backoff
+    clock = FakeClock()
+    q = WorkQueue(base_delay=0.05, clock=clock)
+    assert {q.add_rate_limited(f"k{i}") for i in range(100)} == {0.05}
+    # the bucket is empty: each next retry waits for a token of its own
+    assert [q.add_rate_limited("k100"), q.add_rate_limited("k101")] == [
+        pytest.approx(0.1),
+        pytest.approx(0.2),
+    ]
+    clock.now += 1.0  # ten tokens back, two of them already promised
+    assert q.add_rate_limited("k102") == pytest.approx(0.05)  # the key's backoff is longer
+    # the longer of the two: a key's own backoff still grows past the bucket's wait
+    assert [q.add_rate_limited("k0") for _ in range(3)] == [0.1, 0.2, 0.4]
+
+
+def test_a_retry_waiting_for_the_bucket_is_handed_out_when_its_token_is_there() -> None:
+    clock = FakeClock()
+    q = WorkQueue(base_delay=0.0, qps=1.0, burst=1, clock=clock)
+    assert q.add_rate_limited("a") == 0.0
+    assert q.get(0) == "a"
+    assert q.add_rate_limited("b") == pytest.approx(1.0)
+    assert q.get(0) is None
+    clock.now += 1.0
+    assert q.get(0) == "b"
+
+
+@pytest.mark.parametrize("delays", [(10.0, 5.0), (5.0, 10.0), (5.0, 5.0)])
+def test_a_key_delayed_twice_waits_for_the_earlier_time_only(delays: tuple[float, float]) -> None:
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    for delay in delays:
+        q.add_after("k", delay)
+    clock.now += 5
+    assert q.get(0) == "k"
+    q.done("k")
+    clock.now += 5
+    # the later entry is gone: it would run the key once more for nothing
+    assert q.get(0) is None
     assert q.idle()

@@ -1,0 +1,70 @@
+"""converge.execute: what one step leaves in status when the dry-run shows no change."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from gitsync.engine.drift import DriftItem
+from gitsync.engine.planner import Step
+from gitsync.model.api import Obj
+from gitsync.reconcile.converge import execute
+
+LIVE: Obj = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "7"},
+    "spec": {"replicas": 6, "template": {"spec": {"containers": [{"name": "app"}]}}},
+}
+
+
+class ServerStoresLive:
+    """A server whose dry-run of any body stores exactly what is live."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[Obj, bool]] = []
+
+    def apply(self, obj: Obj, *, force: bool = False, dry_run: bool = False) -> Obj:
+        if not dry_run:
+            self.writes.append((obj, force))
+        return copy.deepcopy(LIVE)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected call {name}")
+
+
+def item(path: str, manager: str, *, conflict: bool) -> DriftItem:
+    return DriftItem(
+        "Deployment/web",
+        path,
+        tuple(f"f:{p}" for p in path.split(".")),
+        desired=2,
+        live=6,
+        manager=manager,
+        operation="Update" if manager.startswith("kubectl") else "Apply",
+        conflict=conflict,
+    )
+
+
+def test_what_a_step_leaves_stays_when_the_dry_run_shows_nothing_to_write() -> None:
+    conflict = item("spec.replicas", "hpa-sim", conflict=True)
+    reported = item("spec.minReadySeconds", "kubectl-edit", conflict=False)
+    taken_back = item("spec.paused", "kubectl-patch", conflict=False)
+    step = Step(
+        "Deployment ns/web",
+        "configured",
+        LIVE,
+        LIVE,
+        body={"spec": {}},
+        force=True,
+        corrected=(taken_back,),
+        left=(conflict, reported),
+    )
+    server = ServerStoresLive()
+    outcome = execute(server, step)
+    assert server.writes == []
+    assert outcome.action == "unchanged"
+    # still standing: status keeps them, and no DriftResolved is announced
+    assert outcome.drift == [conflict, reported]
+    # nothing was taken back: the server holds what it held
+    assert outcome.corrected == []
