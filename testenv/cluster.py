@@ -15,6 +15,7 @@ component, the admin kubeconfig and ``bin/`` (links to the cached binaries).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,9 +361,26 @@ def _node(name: str) -> dict[str, Any]:
     }
 
 
-def up() -> None:
-    t0 = time.monotonic()
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """One ``up`` or ``down`` at a time per state directory. Two test runs that start
+    together (or a run and ``make cluster``) would otherwise each find no healthy control
+    plane and each start one on the same etcd directory, the later one's state file
+    orphaning the others' processes. The lock goes with the open file: a crashed holder
+    releases it, and the components started (close_fds) never hold it."""
     STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def up() -> None:
+    with _exclusive():
+        _up()
+
+
+def _up() -> None:
+    t0 = time.monotonic()
     state = _load_state()
     if healthy(state):
         _link_bins(build.bin_dir())
@@ -651,9 +670,10 @@ def kill(name: str) -> None:
 
 
 def down() -> None:
-    state = _load_state()
-    stop_all(state)
-    _state_file().unlink(missing_ok=True)
+    with _exclusive():
+        state = _load_state()
+        stop_all(state)
+        _state_file().unlink(missing_ok=True)
     print("testenv: control plane stopped")
 
 
