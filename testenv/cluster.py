@@ -15,7 +15,6 @@ component, the admin kubeconfig and ``bin/`` (links to the cached binaries).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -27,12 +26,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testenv import build
+from testenv.locks import exclusive
 
 ROOT = build.HERE.parent
 STATE = Path(os.environ.get("GITSYNC_TESTENV_DIR", ROOT / ".testenv"))
@@ -361,21 +360,10 @@ def _node(name: str) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def _exclusive() -> Iterator[None]:
-    """One ``up`` or ``down`` at a time per state directory. Two test runs that start
-    together (or a run and ``make cluster``) would otherwise each find no healthy control
-    plane and each start one on the same etcd directory, the later one's state file
-    orphaning the others' processes. The lock goes with the open file: a crashed holder
-    releases it, and the components started (close_fds) never hold it."""
-    STATE.mkdir(parents=True, exist_ok=True)
-    with open(STATE / "lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
 def up() -> None:
-    with _exclusive():
+    # two test runs started together would otherwise each find no healthy control plane
+    # and start one on the same etcd directory, the later state file orphaning the other
+    with exclusive(STATE / "lock"):
         _up()
 
 
@@ -670,7 +658,7 @@ def kill(name: str) -> None:
 
 
 def down() -> None:
-    with _exclusive():
+    with exclusive(STATE / "lock"):
         state = _load_state()
         stop_all(state)
         _state_file().unlink(missing_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testenv import build, cluster
+from testenv import build, cluster, peers
 
 
 @pytest.fixture
@@ -97,3 +97,32 @@ def test_two_ups_at_once_start_one_control_plane(
         t.join(30)
     assert errors == []
     assert len(started) == 1, started
+
+
+def test_two_builds_of_a_peer_at_once_build_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test fixture and `make peers` asking for one tool together: the second waits and
+    takes the first's binary (it used to build too, and fail renaming a partial file the
+    first had already moved)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built: list[str] = []
+
+    def fake_build(name: str, out: Path, verbose: bool) -> Path:
+        built.append(name)
+        time.sleep(0.3)
+        out.write_text("binary")
+        return out
+
+    monkeypatch.setattr(peers, "_build", fake_build)
+    found: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: found.append(peers.build("helm", verbose=False)))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert built == ["helm"]
+    assert found == [peers.binary("helm")] * 2
