@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testenv.locks import exclusive
+
 HERE = Path(__file__).resolve().parent
 KUBE_VERSION = "v1.35.4"
 KWOK_VERSION = "0.8.0"
@@ -93,8 +95,16 @@ def _go() -> str:
 
 
 def build(verbose: bool = True) -> Path:
-    """Return the directory holding every binary, building what is missing."""
+    """Return the directory holding every binary, building what is missing (one
+    builder at a time: a second waits, then finds them built)."""
     out = bin_dir()
+    if all((out / t.binary).exists() for t in TARGETS):
+        return out
+    with exclusive(out.parent / "build.lock"):
+        return _build(out, verbose)
+
+
+def _build(out: Path, verbose: bool) -> Path:
     missing = [t for t in TARGETS if not (out / t.binary).exists()]
     if not missing:
         return out

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from testenv import build
+from testenv.locks import exclusive
 
 ROOT = build.HERE.parent
 STATE = Path(os.environ.get("GITSYNC_TESTENV_DIR", ROOT / ".testenv"))
@@ -360,8 +361,14 @@ def _node(name: str) -> dict[str, Any]:
 
 
 def up() -> None:
+    # two test runs started together would otherwise each find no healthy control plane
+    # and start one on the same etcd directory, the later state file orphaning the other
+    with exclusive(STATE / "lock"):
+        _up()
+
+
+def _up() -> None:
     t0 = time.monotonic()
-    STATE.mkdir(parents=True, exist_ok=True)
     state = _load_state()
     if healthy(state):
         _link_bins(build.bin_dir())
@@ -651,9 +658,10 @@ def kill(name: str) -> None:
 
 
 def down() -> None:
-    state = _load_state()
-    stop_all(state)
-    _state_file().unlink(missing_ok=True)
+    with exclusive(STATE / "lock"):
+        state = _load_state()
+        stop_all(state)
+        _state_file().unlink(missing_ok=True)
     print("testenv: control plane stopped")
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testenv.build import BuildError, _go, cache_root
+from testenv.locks import exclusive
 
 PEERS = Path(__file__).resolve().parent / "peers"
 
@@ -103,11 +104,16 @@ def binary(name: str) -> Path:
 
 def build(name: str, verbose: bool = True) -> Path:
     """Return the path of the named tool, building it if it is not cached."""
-    peer = TOOLS[name]
     out = binary(name)
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
+    # one builder at a time: a second (a test fixture, another run) waits, then finds it
+    with exclusive(out.parent / "build.lock"):
+        return out if out.exists() else _build(name, out, verbose)
+
+
+def _build(name: str, out: Path, verbose: bool) -> Path:
+    peer = TOOLS[name]
     partial = out.with_name(f"{peer.name}.partial")
     # GOFLAGS from the caller (e.g. -p=1 on a busy machine) are kept; go.sum is the pin.
     goflags = f"{os.environ.get('GOFLAGS', '')} -mod=readonly".strip()

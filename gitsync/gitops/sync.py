@@ -30,13 +30,13 @@ from gitsync.errors import (
     one_line,
 )
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops.sync_state import StateWriter, last_applied
+from gitsync.gitops.lineage import Lineage
+from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Client
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
 from gitsync.model.api import (
-    ACCEPT_ANNOTATION,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -175,9 +175,8 @@ class Syncer:
         #: MyApps this instance refused (another instance's, or made by hand), with
         #: the refusal, announced by an Event once
         self._refused: dict[str, instancelib.Refusal] = {}
-        #: (the commit the cluster is at, the last one accepted once by annotation); read
-        #: from the status ConfigMap on the first pass, then kept here
-        self._baseline: tuple[str, str] | None = None
+        #: the commit the cluster is at, which each new revision must descend from
+        self.lineage = Lineage(source, state)
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -198,7 +197,7 @@ class Syncer:
 
     def _run(self, result: ChangeSet, start: float) -> None:
         try:
-            rev = self._fetch()
+            rev = self.lineage.fetch()
         except VerificationError as e:
             self._reject(result, e, start)
             return
@@ -256,61 +255,6 @@ class Syncer:
         applied = {app.key for app in todo} - set(self._refused)
         self._prune(result, set(desired), tracked, loaded.ok, applied)
         self._record(result, start)
-
-    def _fetch(self) -> Revision:
-        """The source's revision, which must descend from the commit last applied (with
-        --verify-commits; :meth:`GitSource.fetch` checks), or be the one commit the accept
-        annotation names, once."""
-        known = self._baseline is not None and self.state is not None
-        applied, once = self._last_applied()
-        try:
-            rev, once = self._fetch_after(applied, once)
-            stale = known and bool(rev.sha) and rev.sha != applied and self._moved(applied)
-        except VerificationError as e:
-            if not (known and e.reason == "not-a-descendant" and self._moved(applied)):
-                raise
-            stale = True
-        if stale:
-            # judged against what this replica applied last, while another replica may
-            # have applied more since (leadership moves): the record, read again once per
-            # new commit (never in steady state), decides
-            applied, once = self._last_applied()
-            rev, once = self._fetch_after(applied, once)
-        self._baseline = (rev.sha or applied, once)
-        return rev
-
-    def _moved(self, applied: str) -> bool:
-        """Whether the record, read again, names another commit than ``applied``."""
-        self._baseline = None
-        return self._last_applied()[0] != applied
-
-    def _fetch_after(self, applied: str, once: str) -> tuple[Revision, str]:
-        try:
-            return self.source.fetch(after=applied), once
-        except VerificationError as e:
-            if e.reason != "not-a-descendant" or self.state is None or e.sha == once:
-                raise
-            if last_applied(self.state.read_object())[2] != e.sha:
-                raise
-            log.warning(
-                "commit %s is applied although it does not descend from %s: annotation %s"
-                " on ConfigMap/%s/%s names it (once)",
-                e.sha, applied, ACCEPT_ANNOTATION, self.state.namespace, self.state.name,
-            )  # fmt: skip
-            return self.source.fetch(after=applied, accept=e.sha), e.sha
-
-    def _last_applied(self) -> tuple[str, str]:
-        """The commit the cluster is at and the last accepted once, as the status ConfigMap
-        records them. That ConfigMap, not the MyApps' status.source, is the record: it is
-        one per instance, written by the pass after the commit was accepted, while each
-        MyApp's status names the revision that last changed that MyApp (a pass that fails
-        for some leaves them at several) and may be written by whoever edits MyApps. No
-        record (a first sync): any verified commit is accepted."""
-        if self._baseline is None:
-            cm = self.state.read_object() if self.state is not None else None
-            applied, once, _ = last_applied(cm)
-            self._baseline = (applied, once)
-        return self._baseline
 
     def _absent_deployments(self, desired: Iterable[str]) -> frozenset[str]:
         """Desired MyApps whose Deployment does not exist, by one LIST per namespace.
@@ -533,11 +477,12 @@ class Syncer:
 
     def _record(self, result: ChangeSet, start: float) -> None:
         result.seconds = time.monotonic() - start
-        if self._baseline is None:
+        baseline = self.lineage.baseline
+        if baseline is None:
             # the record could not be read: writing this pass's would erase it, and
             # with it what the next commit must descend from
             log.warning("the sync state is not recorded: %s", "; ".join(result.errors))
             return
-        result.applied_commit, result.accepted_once = self._baseline
+        result.applied_commit, result.accepted_once = baseline
         if self.state is not None:
             self.state.record_changes(result)
