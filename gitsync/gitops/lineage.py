@@ -19,22 +19,21 @@ log = logging.getLogger(__name__)
 
 
 class Lineage:
-    def __init__(self, source: Source, state: StateWriter | None) -> None:
-        self.source = source
+    def __init__(self, state: StateWriter | None) -> None:
         self.state = state
         #: (the commit the cluster is at, the last one accepted once by annotation); read
         #: from the status ConfigMap on the first pass, then kept here; None while unread
         #: (a pass must then not write its record: it would erase the commit)
         self.baseline: tuple[str, str] | None = None
 
-    def fetch(self) -> Revision:
+    def fetch(self, source: Source) -> Revision:
         """The source's revision, which must descend from the commit last applied (with
         --verify-commits; :meth:`GitSource.fetch` checks), or be the one commit the accept
         annotation names, once."""
         known = self.baseline is not None and self.state is not None
         applied, once = self._last_applied()
         try:
-            rev, once = self._fetch_after(applied, once)
+            rev, once = self._fetch_after(source, applied, once)
             stale = known and bool(rev.sha) and rev.sha != applied and self._moved(applied)
         except VerificationError as e:
             if not (known and e.reason == "not-a-descendant" and self._moved(applied)):
@@ -45,7 +44,7 @@ class Lineage:
             # have applied more since (leadership moves): the record, read again once per
             # new commit (never in steady state), decides
             applied, once = self._last_applied()
-            rev, once = self._fetch_after(applied, once)
+            rev, once = self._fetch_after(source, applied, once)
         self.baseline = (rev.sha or applied, once)
         return rev
 
@@ -54,9 +53,9 @@ class Lineage:
         self.baseline = None
         return self._last_applied()[0] != applied
 
-    def _fetch_after(self, applied: str, once: str) -> tuple[Revision, str]:
+    def _fetch_after(self, source: Source, applied: str, once: str) -> tuple[Revision, str]:
         try:
-            return self.source.fetch(after=applied), once
+            return source.fetch(after=applied), once
         except VerificationError as e:
             if e.reason != "not-a-descendant" or self.state is None or e.sha == once:
                 raise
@@ -67,7 +66,7 @@ class Lineage:
                 " on ConfigMap/%s/%s names it (once)",
                 e.sha, applied, ACCEPT_ANNOTATION, self.state.namespace, self.state.name,
             )  # fmt: skip
-            return self.source.fetch(after=applied, accept=e.sha), e.sha
+            return source.fetch(after=applied, accept=e.sha), e.sha
 
     def _last_applied(self) -> tuple[str, str]:
         """The commit the cluster is at and the last accepted once, as the status ConfigMap

@@ -176,7 +176,7 @@ class Syncer:
         #: the refusal, announced by an Event once
         self._refused: dict[str, instancelib.Refusal] = {}
         #: the commit the cluster is at, which each new revision must descend from
-        self.lineage = Lineage(source, state)
+        self.lineage = Lineage(state)
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -197,7 +197,7 @@ class Syncer:
 
     def _run(self, result: ChangeSet, start: float) -> None:
         try:
-            rev = self.lineage.fetch()
+            rev = self.lineage.fetch(self.source)
         except VerificationError as e:
             self._reject(result, e, start)
             return
