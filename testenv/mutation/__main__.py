@@ -98,6 +98,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_F}test_loader.py",
         *(f"{_U}{t}" for t in ("test_manifests.py", "test_validate_cli.py")),
     ),
+    "gitsync/model/stored.py": (f"{_U}test_status.py", f"{_U}test_manifests.py"),
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
 }
 

@@ -707,7 +707,10 @@ def test_every_verb_of_the_roles_is_needed(
         timeout=120,
         env=gitsync_env(install.kubeconfig),
     )
-    assert proc.returncode == 0 and "forbidden" not in proc.stderr.lower(), proc.stderr
+    # RBAC's refusal ("cannot VERB resource"), not any "forbidden": the tests of this
+    # module share one instance, so this sync may prune an earlier test's MyApps, whose
+    # Pruned Event a namespace still terminating refuses
+    assert proc.returncode == 0 and not re.search(r"cannot \w+ resource", proc.stderr), proc.stderr
 
     covered: set[tuple[str, str, str]] = set()
     failures: list[str] = []
