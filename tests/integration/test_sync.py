@@ -174,17 +174,17 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     cache_dir: Path,
     git_daemon: str,
 ) -> None:
-    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "y", "z")})
+    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("x", "w", "z")})
     s = syncer(controller, git_daemon, cache_dir, namespace)
     assert s.run().ok
-    upstream.commit({"apps/y.yaml": None})
+    upstream.commit({"apps/w.yaml": None})
     # the remote goes away: point the same source at a closed port
     assert isinstance(s.source, GitSource)
     closed = git_daemon.rsplit(":", 1)[0] + ":1/" + git_daemon.rsplit("/", 1)[1]
     s.source = open_source(closed, "main", cache_dir, timeout=5, allow_insecure=True)
     result = s.run()
     assert not result.ok and result.errors
-    assert exists(kube, "MyApp", namespace, "y")
+    assert exists(kube, "MyApp", namespace, "w")
     state = state_of(s)
     assert state["result"] == "Failed" and state["lastError"]
     assert controller.events.flush(), "Events still queued"  # written in the background
@@ -193,7 +193,7 @@ def test_unreachable_remote_prunes_nothing_and_shows_the_failure(
     # the remote is back
     s.source = open_source(git_daemon, "main", cache_dir, timeout=10, allow_insecure=True)
     result = s.run()
-    assert result.ok and actions(result) == {"x": "unchanged", "z": "unchanged", "y": "pruned"}
+    assert result.ok and actions(result) == {"x": "unchanged", "z": "unchanged", "w": "pruned"}
     assert state_of(s)["result"] == "Succeeded"
 
 
