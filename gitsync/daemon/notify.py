@@ -242,14 +242,17 @@ class _Deadline:
         self._conn = conn
         self._seconds = seconds
         self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="notify-deadline", daemon=True)
         self.expired = False
 
     def __enter__(self) -> _Deadline:
-        threading.Thread(target=self._watch, name="notify-deadline", daemon=True).start()
+        self._thread.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        # the attempt owns its watchdog: told to stop, it returns at once, and is joined
         self._done.set()
+        self._thread.join()
 
     def _watch(self) -> None:
         if self._done.wait(self._seconds):
