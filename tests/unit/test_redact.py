@@ -3,6 +3,7 @@ list below a container or spec; everything else untouched."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -84,3 +85,60 @@ def test_drift_entries_hide_desired_and_live_only() -> None:
     assert SECRET not in repr(out)
     assert out[0]["manager"] == "kubectl" and out[0]["path"] == entries[0]["path"]  # type: ignore[index]
     assert (out[1]["desired"], out[1]["live"]) == (2, 5)
+
+
+def test_a_digest_is_eight_hex_digits_and_the_same_for_equal_objects() -> None:
+    assert re.fullmatch(r"hidden:[0-9a-f]{8}", redact.mask(SECRET, KEY))
+    # an env entry's value as a whole: the same object however its keys are ordered
+    assert redact.mask({"a": 1, "b": 2}, KEY) == redact.mask({"b": 2, "a": 1}, KEY)
+
+
+def test_what_is_no_drift_entry_is_hidden_whole() -> None:
+    assert redact.drift_entries([SECRET], KEY) == [redact.mask(SECRET, KEY)]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        # an "env" that is neither the MyApp's spec.env nor a container's is left alone
+        ("status.env", [{"name": "A", "value": "plain"}]),
+        ("spec.foo.env", [{"name": "A", "value": "plain"}]),
+        ("metadata.annotations.env", "plain"),
+    ],
+)
+def test_an_env_field_elsewhere_is_not_taken_for_an_env_list(path: str, value: Any) -> None:
+    assert redact.hidden(path, value, KEY) == value
+
+
+def test_the_env_of_a_container_list_at_the_top_of_the_path_is_hidden() -> None:
+    got = redact.hidden("containers[name=main].env[name=TOKEN].value", SECRET, KEY)
+    assert got == redact.mask(SECRET, KEY)
+
+
+def test_above_the_env_lists_only_env_values_are_hidden() -> None:
+    ports = [{"name": "http", "containerPort": 80}]
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "env": [{"name": "TOKEN", "value": SECRET}],
+                # a list of name/value-like items that is no env list stays as it is
+                "ports": ports,
+                "args": ["--env", "plain"],
+            }
+        ],
+        "env": "not a list",
+    }
+    got = redact.hidden("spec.template.spec", spec, KEY)
+    container = got["containers"][0]
+    assert container["env"] == [{"name": "TOKEN", "value": redact.mask(SECRET, KEY)}]
+    assert container["ports"] == ports
+    assert container["args"] == ["--env", "plain"]
+    assert got["env"] == "not a list"
+
+
+@pytest.mark.parametrize(
+    "path", ["spec.env", "spec.env[name=TOKEN]", f"{CONTAINER}.env", f"{CONTAINER}.env[name=T]"]
+)
+def test_an_env_list_or_entry_of_an_unexpected_shape_is_hidden_whole(path: str) -> None:
+    assert redact.hidden(path, SECRET, KEY) == redact.mask(SECRET, KEY)

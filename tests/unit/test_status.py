@@ -199,3 +199,17 @@ def test_small_drift_is_written_as_it_is() -> None:
 )
 def test_size_is_what_the_api_server_stores(value: Any, size: int) -> None:
     assert stored.size(value) == size
+
+
+def test_a_value_of_exactly_the_limit_is_kept_and_a_longer_one_cut_to_fill_it() -> None:
+    assert stored.shorten("abc", 5) == ("abc", False)  # "abc" is 5 bytes stored
+    # 60 bytes: 40 for the quotes and the note, so 18 characters of text are kept
+    cut, was_cut = stored.shorten("x" * 100, 60)
+    assert was_cut and cut == "x" * 18 + "… (82 characters cut)"
+    assert stored.size(cut) <= 60
+
+
+def test_a_cut_value_keeps_its_text_as_written() -> None:
+    # not JSON's \u00e9 escapes: what is kept reads as the value did
+    cut, was_cut = stored.shorten({"k": "é" * 100}, 80)
+    assert was_cut and cut.startswith('{"k": "éé') and "\\u" not in cut
