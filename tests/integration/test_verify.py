@@ -97,8 +97,10 @@ def test_an_untrusted_commit_is_not_applied_nothing_pruned_and_the_reason_is_rec
     assert state["rejected"] == untrusted
     assert f"untrusted-key: signed by OpenPGP key {mallory.key}" in state["verification"]
     assert image(kube, namespace, "a") == "nginx:1.27"
+    assert controller.events.flush(), "Events still queued"
     assert len(events(kube, namespace, "VerificationFailed")) == 2
     s.run()  # the same refusal again: no new Event, no write
+    assert controller.events.flush(), "Events still queued"
     assert len(events(kube, namespace, "VerificationFailed")) == 2
 
     # recovery: a signed commit on top of the one applied lands, and is applied as any other
