@@ -224,7 +224,8 @@ def live_manifest(c: Controller, tmp: Path) -> Path:
     """What gitsync applies for the synced MyApps (MyApp bodies and their rendered
     Deployments), for ``kubectl diff --server-side`` of the very same objects."""
     docs: list[Any] = []
-    for key, body in sorted(c.git.items()):
+    for key in sorted(c.ledger.declared_keys()):
+        body = c.ledger.git(key) or {}
         live = c.myapps.get(key)
         docs += [stamped(body), stamped(render(live or body))]
     path = tmp / "synced.yaml"

@@ -97,7 +97,7 @@ class DriftPage:
         declared = self.syncer.declared(key, revision_sha(revision)) if self.syncer else None
         if declared is None or declared.file != file:
             # not loaded here (a standby), or Git moved on: the body applied, no lines
-            return GitView(file=file, revision=revision, obj=self.controller.git.get(key))
+            return GitView(file=file, revision=revision, obj=self.controller.ledger.git(key))
         return GitView(file=file, revision=revision, obj=declared.obj, field_lines=declared.lines)
 
 

@@ -218,8 +218,8 @@ def plan(
 def changes_of(step: Step) -> list[Change]:
     """The changes one step shows: its action, then what it leaves standing."""
     out = [_action(step)]
-    drifted = [i for i in step.left if not i.conflict]
-    conflicts = [i for i in step.left if i.conflict]
+    drifted = [i for i in step.drift if not i.conflict]
+    conflicts = [i for i in step.drift if i.conflict]
     if drifted:
         why = "suspended" if step.reason == "suspended" else "driftPolicy report"
         out.append(_finding(step.subject, "drifted", drifted, f"{why}: left as is{_by(drifted)}"))
@@ -235,7 +235,7 @@ def _action(step: Step) -> Change:
         return _held(step)
     # shown without the stamp annotation and without what is left to others: the
     # values a user changed, not the bookkeeping
-    want = without(step.desired, [i.smd_path for i in step.left])
+    want = without(step.desired, [i.smd_path for i in step.drift])
     values = sorted([*differences.changes(step.live, want), *_removals(step)], key=lambda c: c.path)
     reason = f"drift corrected{_by(list(step.corrected))}" if step.corrected else ""
     shown = driftlib.comparable(want)

@@ -82,9 +82,9 @@ class Step:
 
     ``body`` is the apply body (None: nothing is sent). ``written`` are the paths
     where the desired state moved, ``corrected`` the drift taken back with force,
-    ``left`` the drift and conflicts that stay, ``held`` what suspend holds back,
-    ``released`` the fields only gitsync set that the body no longer sets (the apply
-    removes them).
+    ``drift`` the drift and conflicts that stay (what ``status.drift`` reports),
+    ``held`` what suspend holds back, ``released`` the fields only gitsync set that
+    the body no longer sets (the apply removes them).
     """
 
     subject: str
@@ -95,7 +95,7 @@ class Step:
     force: bool = False
     written: tuple[driftlib.DriftItem, ...] = ()
     corrected: tuple[driftlib.DriftItem, ...] = ()
-    left: tuple[driftlib.DriftItem, ...] = ()
+    drift: tuple[driftlib.DriftItem, ...] = ()
     held: tuple[driftlib.DriftItem, ...] = ()
     released: tuple[Path, ...] = ()
     reason: str = ""
@@ -135,14 +135,14 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
             "unchanged",
             live,
             desired,
-            left=tuple(foreign),
+            drift=tuple(foreign),
             held=tuple(ours),
             reason="suspended",
         )
     takeback = [i for i in foreign if not i.conflict] if p.correct else []
     leave = [i for i in foreign if i not in takeback]
     if not (ours or takeback):
-        return Step(who, "unchanged", live, desired, left=tuple(leave))
+        return Step(who, "unchanged", live, desired, drift=tuple(leave))
     body = without(body, [i.smd_path for i in leave])
     return Step(
         who,
@@ -153,7 +153,7 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
         force=bool(takeback),
         written=tuple(ours),
         corrected=tuple(takeback),
-        left=tuple(leave),
+        drift=tuple(leave),
         released=released(live, body, p.field_manager),
     )
 

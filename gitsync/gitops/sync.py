@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
+from gitsync.engine.planner import Settings
 from gitsync.errors import (
     APIConflictError,
     APIError,
@@ -33,7 +34,7 @@ from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.lineage import Lineage
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import path_of
-from gitsync.kube.interfaces import Client
+from gitsync.kube.interfaces import Cache, Client, Recorder, Writer
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
 from gitsync.model.api import (
@@ -48,7 +49,8 @@ from gitsync.model.api import (
 )
 from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
-from gitsync.reconcile.reconciler import Reconciler
+from gitsync.reconcile.ledger import Claim, Declared, Ledger
+from gitsync.reconcile.reconciler import Result
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision, Source
 from gitsync.source.giturl import redact_url
@@ -131,11 +133,33 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
 
 class Operator(Protocol):
     """What a sync pass needs of the operator (a :class:`~gitsync.reconcile.controller.Controller`):
-    its reconcile steps and caches, a client for what no cache holds, and whether this
-    replica leads."""
+    its one reconcile entry point, its caches, a writer for the prune, the ledger to let
+    go of what left Git, a client for what no cache holds, and whether this replica
+    leads."""
+
+    def reconcile(
+        self, key: str, declared: Declared | None = None, *, deployment_absent: bool = False
+    ) -> Result: ...
+
+    def requeue(self, key: str, after: float) -> None: ...
 
     @property
-    def reconciler(self) -> Reconciler: ...
+    def myapps(self) -> Cache: ...
+
+    @property
+    def deployments(self) -> Cache: ...
+
+    @property
+    def applier(self) -> Writer: ...
+
+    @property
+    def events(self) -> Recorder: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def settings(self) -> Settings: ...
 
     @property
     def kube(self) -> Client: ...
@@ -153,7 +177,6 @@ class Syncer:
         state: StateWriter | None = None,
     ) -> None:
         self.controller = controller
-        self.reconciler = controller.reconciler
         self.source = source
         self.options = options
         self.state = state
@@ -170,8 +193,6 @@ class Syncer:
         self._interrupted = threading.Event()
         self.identity = identity_of(options)
         self.source_label = self.identity.label
-        # the operator holds MyApps to Git only where this pass may apply them
-        self.reconciler.foreign_owner = self._owner_elsewhere
         #: MyApps this instance refused (another instance's, or made by hand), with
         #: the refusal, announced by an Event once
         self._refused: dict[str, instancelib.Refusal] = {}
@@ -230,14 +251,13 @@ class Syncer:
             ns, name = key.split("/", 1)
             result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
         todo = [app for key, app in desired.items() if key not in missing]
-        self.reconciler.absent_deployments = self._absent_deployments(app.key for app in todo)
-        try:
-            with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-                done = pool.map(lambda app: self._apply(app.key, app, info), todo)
-                result.changes.extend(o for o in done if o is not None)
-        finally:
-            # a proof of absence holds for this pass only
-            self.reconciler.absent_deployments = frozenset()
+        # a proof of absence holds for this pass only: handed to each reconcile
+        absent = self._absent_deployments(app.key for app in todo)
+        # the operator holds MyApps to Git only where this pass may apply them
+        claim = Claim(self.identity, self.options.adopt)
+        with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
+            done = pool.map(lambda app: self._apply(app, info, claim, app.key in absent), todo)
+            result.changes.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
             result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
@@ -247,8 +267,7 @@ class Syncer:
         if loaded.ok:
             # what left Git is no longer held to Git (pruned or not); while a file is
             # broken, what it declared may be in it, so nothing is let go
-            for key in set(self.reconciler.git) - set(desired):
-                self.reconciler.git.pop(key, None)
+            self.controller.ledger.release(self.controller.ledger.declared_keys() - set(desired))
         # what the pass applied, counted by the prune guard as diff counts it: all it
         # was given but what it refused (the refusals are the only failures known
         # before applying; a MyApp whose Deployment failed is tracked all the same)
@@ -263,7 +282,7 @@ class Syncer:
         exists (it never takes over another's); the cache holds only ours, so that
         costs a GET per new MyApp: 1000 on a cold sync of 1000. Listed when more
         than one is missing, so steady state (nothing missing) still reads nothing."""
-        missing = [k for k in desired if self.reconciler.deployments.get(k) is None]
+        missing = [k for k in desired if self.controller.deployments.get(k) is None]
         if len(missing) < 2:
             return frozenset()
         absent: set[str] = set()
@@ -318,38 +337,47 @@ class Syncer:
         missing, created = nslib.ensure(
             self.controller.kube,
             desired,
-            {k for k in desired if self.reconciler.myapps.get(k) is not None},
+            {k for k in desired if self.controller.myapps.get(k) is not None},
             create=o.create_namespace,
             instance=self.identity.name,
             allowed=o.allowed_namespaces,
             denied=o.denied_namespaces,
-            field_manager=self.reconciler.settings.field_manager,
+            field_manager=self.controller.settings.field_manager,
         )
         result.changes.extend(Change(f"Namespace/{ns}", "created") for ns in created)
         return missing
 
-    def _apply(self, key: str, app: manifests.DesiredApp, info: SyncInfo) -> Change | None:
+    def _apply(
+        self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim, absent: bool
+    ) -> Change | None:
         if self.cancel.is_set() or not self.controller.is_leader():
             # shutting down, or no longer leader: finish the objects in flight, start
             # no more (the pass then counts as interrupted and prunes nothing)
             self._interrupted.set()
             return None
+        key = app.key
         ns, name = key.split("/", 1)
         who = subject(KIND, ns, name)
         refused = self._refuse(key, who)
         if refused is not None:
             return refused
-        body = myapp_body(app, self.source_label)
-        try:
-            action = self.throttle.call(
-                lambda: self.reconciler.apply_from_git(
-                    key, body, SyncInfo(info.revision, app.file, info.time)
-                )
-            )
-        except (GitsyncError, ValueError) as e:
-            log.error("apply failed: %s", e, extra={"key": key})
-            return Change(who, "failed", reason=str(e))
-        return Change(who, action)  # type: ignore[arg-type]
+        declared = Declared(
+            myapp_body(app, self.source_label),
+            SyncInfo(info.revision, app.file, info.time),
+            claim,
+        )
+        done = self.throttle.call(
+            lambda: self.controller.reconcile(key, declared, deployment_absent=absent),
+            refused=lambda r: r.requeue_after if r.throttled else None,
+        )
+        if done.error:
+            log.error("apply failed: %s", done.error, extra={"key": key})
+            return Change(who, "failed", reason=done.error)
+        if done.requeue_after is not None:
+            # its first status is held back: a worker writes it (see FIRST_STATUS_WAIT)
+            self.controller.requeue(key, done.requeue_after)
+        assert done.action != "failed"  # (a failure carries its error)
+        return Change(who, done.action)
 
     def _refuse(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by
@@ -360,7 +388,7 @@ class Syncer:
         Read from the informer cache, which holds every MyApp it watches (no label
         selector): one absent from it was absent when the watch last spoke, so a create
         can take over only one made within the watch's latency."""
-        live = self.reconciler.myapps.get(key)
+        live = self.controller.myapps.get(key)
         refused = instancelib.refusal_of(self.identity, who, live, self.options.adopt)
         if live is None or refused is None:
             self._refused.pop(key, None)
@@ -370,18 +398,12 @@ class Syncer:
         if self._refused.get(key) != refused:
             # once per MyApp and owner, not on every poll
             self._refused[key] = refused
-            self.reconciler.events.emit(live, "Warning", refused.reason, str(error))
+            self.controller.events.emit(live, "Warning", refused.reason, str(error))
         return Change(who, "failed", reason=str(error))
-
-    def _owner_elsewhere(self, live: Obj | None) -> str | None:
-        """For the operator: whose ``live`` is when not this instance's to hold to Git
-        (another instance, or its maker), else None."""
-        refused = instancelib.refusal_of(self.identity, "", live, self.options.adopt)
-        return refused.reason if refused is not None else None
 
     def tracked(self) -> dict[str, Obj]:
         """Live MyApps that carry this source instance's label, by key."""
-        return tracked_by(self.reconciler.myapps.items(), self.source_label)
+        return tracked_by(self.controller.myapps.items(), self.source_label)
 
     def _prune(
         self,
@@ -415,9 +437,9 @@ class Syncer:
                 result.changes.append(Change(who, "failed", reason=f"prune: {e}"))
                 continue
             # (no longer held to Git: run() let go of what left it before pruning)
-            self.reconciler.sync_info.pop(key, None)
+            self.controller.ledger.forget(key)
             result.changes.append(Change(who, "pruned"))
-            self.reconciler.events.emit(
+            self.controller.events.emit(
                 tracked[key], "Normal", "Pruned", f"{who} left Git; deleted"
             )
             log.info("pruned", extra={"key": key})
@@ -429,7 +451,7 @@ class Syncer:
         often a status write the cache has not seen yet: judged again once it has."""
         ns, name = key.split("/", 1)
         for _ in range(_PRUNE_ATTEMPTS):
-            obj = self.reconciler.myapps.get(key)
+            obj = self.controller.myapps.get(key)
             meta = obj["metadata"] if obj is not None else {}
             if (
                 obj is None
@@ -441,7 +463,7 @@ class Syncer:
                 return False  # the caller stops the prune before the next key
             version = meta.get("resourceVersion")
             try:
-                self.reconciler.writer.delete(KIND, ns, name, uid, version)
+                self.controller.applier.delete(KIND, ns, name, uid, version)
                 return True
             except APINotFoundError:
                 return False  # deleted meanwhile: what prune wanted
@@ -455,7 +477,7 @@ class Syncer:
         version of ``key`` than ``version``."""
         deadline = time.monotonic() + _CACHE_CATCH_UP_SECONDS
         while time.monotonic() < deadline and not self.cancel.is_set():
-            obj = self.reconciler.myapps.get(key)
+            obj = self.controller.myapps.get(key)
             if obj is None or obj["metadata"].get("resourceVersion") != version:
                 return
             self.cancel.wait(0.05)

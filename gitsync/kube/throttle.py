@@ -27,6 +27,10 @@ ATTEMPTS = 6
 MAX_WAIT = 10.0
 
 
+def _never(_result: object) -> float | None:
+    return None
+
+
 class Throttle:
     """Shared by the threads of one pass: after a 429, nobody calls before its hint
     (plus up to half of it again, so that callers do not all come back at once)."""
@@ -50,16 +54,23 @@ class Throttle:
         self.rejections = 0
         self._lock = threading.Lock()
 
-    def call(self, fn: Callable[[], T]) -> T:
+    def call(self, fn: Callable[[], T], *, refused: Callable[[T], float | None] = _never) -> T:
+        """``fn`` until it is not refused: a 429 raised, or a result that ``refused``
+        reads as one (returning the hint). The last refusal is raised or returned."""
         for attempt in range(1, self.attempts + 1):
             # a caller that is stopping waits no more: one last try, and its answer
             stopping = self._hold()
             try:
-                return fn()
+                result = fn()
             except APITooManyRequestsError as e:
                 if stopping or attempt == self.attempts or e.retry_after > self.max_wait:
                     raise
                 self._rejected(e.retry_after)
+                continue
+            hint = refused(result)
+            if hint is None or stopping or attempt == self.attempts or hint > self.max_wait:
+                return result
+            self._rejected(hint)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _rejected(self, retry_after: float) -> None:

@@ -20,7 +20,6 @@ from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.events import EventRecorder
 from gitsync.kube.informer import Informer
-from gitsync.model import myapp_status as statuslib
 from gitsync.model.api import (
     DEFAULT_FORCE_MANAGERS,
     FIELD_MANAGER,
@@ -31,6 +30,7 @@ from gitsync.model.api import (
     Obj,
     key_of,
 )
+from gitsync.reconcile.ledger import Declared, Ledger
 from gitsync.reconcile.reconciler import Reconciler, Result, foreign_deployment
 from gitsync.reconcile.workqueue import WorkQueue
 
@@ -81,12 +81,17 @@ class Controller:
             label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
             name="deployments",
         )
+        #: what is remembered of each MyApp between reconciles (the reconciler writes it)
+        self.ledger = Ledger()
         self.reconciler = Reconciler(
-            self.myapps, self.deployments, kube, self.applier, self.events, self.settings
+            self.myapps,
+            self.deployments,
+            kube,
+            self.applier,
+            self.events,
+            self.settings,
+            self.ledger,
         )
-        #: (the reconciler's, shared: the sync loop fills them)
-        self.git: dict[str, Obj] = self.reconciler.git
-        self.sync_info: dict[str, statuslib.SyncInfo] = self.reconciler.sync_info
         self._threads: list[threading.Thread] = []
         self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj), urgent=changed(obj)))
         self.deployments.add_handler(self._on_deployment)
@@ -95,11 +100,15 @@ class Controller:
     def reconciles(self) -> int:
         return self.reconciler.reconciles
 
-    def reconcile(self, key: str) -> Result:
-        return self.reconciler.reconcile(key)
+    def reconcile(
+        self, key: str, declared: Declared | None = None, *, deployment_absent: bool = False
+    ) -> Result:
+        """One reconcile outside the queue (the sync pass's), under the key's lock."""
+        return self.reconciler.reconcile(key, declared, deployment_absent=deployment_absent)
 
-    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
-        return self.reconciler.apply_from_git(key, body, sync)
+    def requeue(self, key: str, after: float) -> None:
+        """Have a worker take ``key`` again in ``after`` seconds (or sooner, on an event)."""
+        self.queue.add_after(key, after)
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -109,8 +118,8 @@ class Controller:
         self.start_workers()
 
     def start_workers(self) -> None:
-        # while workers run, a Deployment a sync pass creates is theirs to report on
-        self.reconciler.handoff = self.queue.add
+        # while workers run, a first status held back is theirs to write (Result.requeue_after)
+        self.reconciler.defer_first_status = True
         for i in range(self.config.workers):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             t.start()
@@ -133,7 +142,7 @@ class Controller:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # idle: nothing queued, and no new MyApp's first status held back
-            if self.queue.idle() and not self.reconciler.awaiting_status():
+            if self.queue.idle() and not self.ledger.awaiting_status():
                 return True
             time.sleep(0.05)
         return False

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gitsync.engine import drift as driftlib
 from gitsync.engine.differences import strip_server_fields
-from gitsync.engine.planner import Policy, Step, decide
+from gitsync.engine.planner import Decision, Policy, Step, decide
 from gitsync.kube.interfaces import Writer
 from gitsync.model.api import Obj
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Outcome:
-    action: str  # created | configured | unchanged
+    action: Decision
     live: Obj | None
     #: drift still standing after this step (reported in status)
     drift: list[driftlib.DriftItem] = field(default_factory=list)
@@ -37,7 +37,7 @@ def execute(applier: Writer, step: Step) -> Outcome:
     """Carry out ``step``: at most one apply (after a dry-run for a change)."""
     if step.body is None:
         # what suspend holds back is no drift: status reports what others changed
-        return Outcome("unchanged", step.live, list(step.left))
+        return Outcome("unchanged", step.live, list(step.drift))
     if step.live is None:
         return Outcome("created", applier.apply(step.body))
     if not _confirmed(applier, step.body, step.live):
@@ -46,9 +46,9 @@ def execute(applier: Writer, step: Step) -> Outcome:
         # nothing taken back, but what the step leaves (conflicts, drift the policy
         # only reports) still stands and stays in status
         log.debug("%s: fast path differed, dry-run did not", step.subject)
-        return Outcome("unchanged", step.live, list(step.left))
+        return Outcome("unchanged", step.live, list(step.drift))
     applied = applier.apply(step.body, force=step.force)
-    return Outcome("configured", applied, list(step.left), list(step.corrected))
+    return Outcome("configured", applied, list(step.drift), list(step.corrected))
 
 
 def _confirmed(applier: Writer, body: Obj, live: Obj) -> bool:

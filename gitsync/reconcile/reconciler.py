@@ -1,14 +1,16 @@
-"""The reconcile steps of one MyApp, apart from the loop that schedules them.
+"""The reconcile of one MyApp, apart from the loop that schedules it.
 
-reconcile: the MyApp against Git (when a source is configured), its rendered
-Deployment against the live one (``converge``: no write when equal), then the
-status (written only when it changed). Every read comes from the caches; the only
-requests in steady state are the watches.
+One entry point, :meth:`Reconciler.reconcile`, for the operator's workers and the sync
+pass alike: the MyApp against Git (when Git declares it), its rendered Deployment
+against the live one (``converge``: no write when equal), then the status (written only
+when it changed). Its inputs are explicit: the key, and from a sync pass the MyApp as
+Git declares it (:class:`~gitsync.reconcile.ledger.Declared`); everything else comes
+from the caches and from the one record per MyApp in the
+:class:`~gitsync.reconcile.ledger.Ledger`, which this class alone writes. Every read
+comes from the caches; the only requests in steady state are the watches.
 
-``reconcile`` returns a :class:`Result`, and the loop (:mod:`gitsync.reconcile.controller`)
-turns it into queue operations: the policy of "when again" is a value here, not a
-type of exception. The sync pass calls :meth:`Reconciler.apply_from_git`, which
-raises instead, so that it can report the object as failed.
+It returns a :class:`Result`, a value: the loop (:mod:`gitsync.reconcile.controller`)
+turns it into queue operations, the sync pass into the pass's change for the MyApp.
 
 Depends on the narrow interfaces of :mod:`gitsync.kube.interfaces` alone, so that unit
 tests drive it with fakes.
@@ -21,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Policy, Settings, policy_for
+from gitsync.engine.planner import Decision, Settings, policy_for
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
@@ -33,6 +35,7 @@ from gitsync.model.api import KIND, Obj
 from gitsync.model.render import render
 from gitsync.reconcile.converge import Outcome, converge
 from gitsync.reconcile.keylock import KeyLocks
+from gitsync.reconcile.ledger import Declared, Ledger, Record
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,9 @@ DEFAULT_SETTINGS: Final = Settings()
 #: revision and a phase from the Deployment's own status) instead of two
 FIRST_STATUS_WAIT: Final = 2.0
 
+#: what a reconcile did to the MyApp itself; "failed": it could not be applied
+MyAppAction = Literal[Decision, "failed"]
+
 
 class ObjectWriter(Writer, StatusWriter, Protocol):
     """What reconcile writes: objects and MyApp status (an :class:`~gitsync.kube.apply.Applier`)."""
@@ -49,22 +55,31 @@ class ObjectWriter(Writer, StatusWriter, Protocol):
 
 @dataclass(frozen=True)
 class Result:
-    """What the loop does with a key after one reconcile.
+    """What one reconcile did, and what the loop does with the key next.
 
-    ``requeue_after``: try again in that many seconds (the server's Retry-After);
-    ``error`` without ``terminal``: it failed for now (a timeout, a 5xx) and is tried
-    again with the queue's backoff; ``terminal``: it failed for good with these
-    inputs (recorded in status and an Event) and waits for the MyApp or its
-    Deployment to change. Otherwise done: the key's backoff is forgotten."""
+    ``requeue_after``: come back in that many seconds (with ``error``: the server's
+    Retry-After, see :attr:`throttled`; without: a first status held back).
+    ``error`` without ``permanent``: it failed for now (a timeout, a 5xx) and is tried
+    again with the queue's backoff; ``permanent``: it failed for good with these inputs
+    (recorded in status and an Event) and waits for the MyApp or its Deployment to
+    change (the reading of :attr:`gitsync.errors.GitsyncError.temporary`). Otherwise
+    done: the key's backoff is forgotten. ``action`` is what happened to the MyApp
+    object, ``outcome`` to its Deployment."""
 
     requeue_after: float | None = None
-    terminal: bool = False
+    permanent: bool = False
     error: str = ""
+    action: MyAppAction = "unchanged"
     outcome: Outcome | None = None
 
     @property
     def retry(self) -> bool:
-        return bool(self.error) and not self.terminal and self.requeue_after is None
+        return bool(self.error) and not self.permanent and self.requeue_after is None
+
+    @property
+    def throttled(self) -> bool:
+        """Refused by the server for now (429): nothing of it was recorded."""
+        return bool(self.error) and self.requeue_after is not None
 
 
 def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | None:
@@ -89,6 +104,7 @@ class Reconciler:
         writer: ObjectWriter,
         events: Recorder,
         settings: Settings = DEFAULT_SETTINGS,
+        ledger: Ledger | None = None,
     ) -> None:
         self.myapps = myapps
         self.deployments = deployments
@@ -97,74 +113,76 @@ class Reconciler:
         self.events = events
         #: the policy inputs ``gitsync diff`` plans with too
         self.settings = settings
-        #: MyApps as Git declares them (apply bodies), set by the sync loop
-        self.git: dict[str, Obj] = {}
-        #: whom else a live MyApp belongs to, if anyone (set by the sync loop): another
-        #: gitsync instance, or its maker (made by hand, not handed over); such a MyApp
-        #: is not held to this instance's Git
-        self.foreign_owner: Callable[[Obj | None], str | None] = lambda _obj: None
-        #: the sync loop's last word on each MyApp; every status write carries it, so a
-        #: reconcile that starts from a cache older than the last sync cannot drop it
-        self.sync_info: dict[str, statuslib.SyncInfo] = {}
-        #: Deployments a sync pass has just listed as absent (Syncer: one LIST per
-        #: namespace instead of one GET per new MyApp); emptied when the pass ends
-        self.absent_deployments: frozenset[str] = frozenset()
-        #: set while workers run: a Deployment a sync pass creates is handed to them
-        #: (see :meth:`_status`)
-        self.handoff: Callable[[str], None] | None = None
-        self._signatures: dict[str, frozenset[tuple[str, str]]] = {}
+        #: what is remembered of each MyApp between reconciles; written here alone
+        self.ledger = ledger if ledger is not None else Ledger()
+        #: a loop takes keys back when asked (``Result.requeue_after``): the first
+        #: status of a MyApp whose Deployment was just created is then held back until
+        #: the deployment controller has spoken (:meth:`_first_status_wait`); without
+        #: one (``gitsync sync`` alone) it is written at once
+        self.defer_first_status = False
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks = KeyLocks()
-        self._last_error: dict[str, str] = {}
-        #: new MyApps a sync pass handed to the workers with the Deployment it just
-        #: created, and no status yet: since when (see :meth:`_first_status_wait`)
-        self._awaiting_status: dict[str, float] = {}
         self.clock: Callable[[], float] = time.monotonic
         #: reconciles so far; workers and the sync pass count from their own threads,
         #: and ``+=`` is a read and a write another thread can come between
         self.reconciles = 0
         self._count_lock = threading.Lock()
 
-    def reconcile(self, key: str) -> Result:
-        """Level-based: reads the caches, writes only what differs. A permanent failure
-        to apply the Deployment is recorded in status and an Event, and is terminal."""
+    def reconcile(
+        self, key: str, declared: Declared | None = None, *, deployment_absent: bool = False
+    ) -> Result:
+        """Level-based: reads the caches, writes only what differs.
+
+        ``declared``, from a sync pass: the MyApp as Git declares it now, applied
+        (created when absent) and remembered, so that later reconciles hold the live
+        MyApp to it; a failure then also says, in the Synced condition, that this
+        revision did not apply. Without it, the MyApp as the cache holds it, against
+        what Git last declared. ``deployment_absent``: the pass's LIST of the namespace,
+        moments ago, showed no Deployment of this name (one LIST per namespace instead
+        of one GET per new MyApp). A permanent failure to apply the Deployment is
+        recorded in status and an Event, and is permanent."""
         with self._key_locks.hold(key):
-            myapp = self.myapps.get(key)
-            if myapp is None or myapp["metadata"].get("deletionTimestamp"):
-                self._forget(key)
+            with self._count_lock:
+                self.reconciles += 1
+            rec = self.ledger.record(key)
+            if declared is not None:
+                rec.declared = declared
+            live = self.myapps.get(key)
+            if declared is None and (live is None or live["metadata"].get("deletionTimestamp")):
+                self.ledger.forget_reconcile(key)
                 return Result()  # the garbage collector takes the Deployment
+            action: MyAppAction = "failed"
             try:
-                converged, items, _ = self._converge_myapp(key, myapp)
-                return self._reconcile(key, converged or myapp, items, None)
+                myapp, items, action = self._converge_myapp(key, live, rec)
+                if myapp is None:
+                    return Result()  # (not declared: gone or foreign, nothing to serve)
+                if declared is not None:
+                    # the revision a MyApp reports is the one that last changed it
+                    rec.sync = statuslib.source_for(action != "unchanged", myapp, declared.sync)
+                return self._deployment_and_status(
+                    key,
+                    rec,
+                    myapp,
+                    items,
+                    action,
+                    from_git=declared is not None,
+                    deployment_absent=deployment_absent,
+                )
             except APITooManyRequestsError as e:
-                return Result(requeue_after=e.retry_after, error=str(e))
-            except GitsyncError as e:
-                # temporary, or the MyApp itself could not be applied: with backoff
-                return Result(error=str(e))
-
-    def apply_from_git(self, key: str, body: Obj, sync: statuslib.SyncInfo) -> str:
-        """A sync pass's step for one MyApp: the MyApp as Git declares it, then its
-        Deployment and status. Returns what happened to the MyApp; raises when the
-        MyApp or its Deployment cannot be applied."""
-        with self._key_locks.hold(key):
-            self.git[key] = body
-            try:
-                myapp, items, action = self._converge_myapp(key, self.myapps.get(key))
-                assert myapp is not None  # converge created it
-                # the revision a MyApp reports is the one that last changed it
-                sync = statuslib.source_for(action != "unchanged", myapp, sync)
-                self._reconcile(key, myapp, items, sync, strict=True)
-            except APITooManyRequestsError:
-                raise  # not a failure of this revision: the pass waits and tries again
+                # throttled: the caller waits the hint out and tries again; an Event or a
+                # status write now would only be one more request for the server to refuse
+                return Result(requeue_after=e.retry_after, error=str(e), action=action)
             except (GitsyncError, ValueError) as e:
-                self._sync_failed(key, sync, str(e))
-                raise
-            return action
+                # the MyApp could not be applied, or its status not written: tried again
+                # with backoff; a pass's revision did not apply
+                if declared is not None:
+                    self._sync_failed(key, rec, declared, str(e))
+                return Result(error=str(e), action=action)
 
-    def _sync_failed(self, key: str, sync: statuslib.SyncInfo, error: str) -> None:
-        """Synced=False on the MyApp (when it exists) says this revision did not apply."""
-        failed = statuslib.SyncInfo(sync.revision, sync.path, sync.time, ok=False, message=error)
-        self.sync_info[key] = failed
+    def _sync_failed(self, key: str, rec: Record, declared: Declared, error: str) -> None:
+        """Synced=False on the MyApp (when it exists): this revision did not apply."""
+        s = declared.sync
+        rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
         live = self.myapps.get(key)
         if live is None:
             return
@@ -172,74 +190,65 @@ class Reconciler:
         # the cache and the drift last recorded; the failure is the Synced condition
         kept = list((live.get("status") or {}).get("drift") or [])
         try:
-            self._write_status(live, self.deployments.get(key), kept, failed, error, announce=False)
+            self._write_status(live, rec, self.deployments.get(key), kept, error, announce=False)
         except GitsyncError as e:
             log.warning("could not record the failure in status: %s", e, extra={"key": key})
 
-    def _forget(self, key: str) -> None:
-        # (the key's lock is not ours to drop: the caller holds it, and KeyLocks
-        # lets it go once no thread holds or waits for it)
-        self._signatures.pop(key, None)
-        self._last_error.pop(key, None)
-        self._awaiting_status.pop(key, None)
-
-    def awaiting_status(self) -> bool:
-        """Some new MyApp's first status is held back (see :data:`FIRST_STATUS_WAIT`)."""
-        return bool(self._awaiting_status)
-
-    def _reconcile(
+    def _deployment_and_status(
         self,
         key: str,
+        rec: Record,
         myapp: Obj,
         items: list[driftlib.DriftItem],
-        sync: statuslib.SyncInfo | None,
-        strict: bool = False,
+        action: MyAppAction,
+        *,
+        from_git: bool,
+        deployment_absent: bool,
     ) -> Result:
-        """The Deployment, then the status. Raises what is temporary (for the caller's
-        backoff); a permanent failure, once recorded, is a terminal result (raised
-        with ``strict``, for the sync pass to report)."""
-        with self._count_lock:
-            self.reconciles += 1
-        if sync is not None:
-            self.sync_info[key] = sync
-        sync = self.sync_info.get(key)
+        """The Deployment, then the status. A temporary failure of the Deployment is
+        retried without a status write (a sync pass records that its revision did not
+        apply); a permanent one is recorded, then returned as such. Raises what the
+        status write raises."""
         try:
-            outcome: Outcome | None = self._converge_deployment(key, myapp)
-            error, failure = "", None
-            self._last_error.pop(key, None)
+            outcome: Outcome | None = self._converge_deployment(key, myapp, deployment_absent)
+            error, permanent = "", False
+            rec.last_error = None
         except APITooManyRequestsError:
-            # throttled: the caller waits the hint out and tries again; an Event or a
-            # status write now would only be one more request for the server to refuse
             raise
         except (GitsyncError, ValueError) as e:
-            outcome, error, failure = None, str(e), e
-            self._report_error(key, myapp, error)
-            if isinstance(e, GitsyncError) and e.temporary:
-                raise
-        if (
-            not strict
-            and failure is None
-            and (wait := self._first_status_wait(key, myapp, outcome))
-        ):
-            return Result(requeue_after=wait, outcome=outcome)
-        self._status(key, myapp, items, outcome, sync, error, strict)
-        if failure is not None:
-            if strict:
-                raise failure
-            return Result(terminal=True, error=error)
-        return Result(outcome=outcome)
+            outcome, error = None, str(e)
+            permanent = not (isinstance(e, GitsyncError) and e.temporary)
+            self._report_error(myapp, rec, error)
+            if from_git:
+                s = rec.sync or statuslib.SyncInfo("", "", "")
+                rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
+            elif not permanent:
+                return Result(error=error, action=action)
+        if outcome is not None and (wait := self._first_status_wait(rec, myapp, outcome)):
+            return Result(requeue_after=wait, action=action, outcome=outcome)
+        self._status(key, rec, myapp, items, outcome, error)
+        if error:
+            return Result(permanent=permanent, error=error, action=action)
+        return Result(action=action, outcome=outcome)
 
-    def _first_status_wait(self, key: str, myapp: Obj, outcome: Outcome | None) -> float:
-        """Seconds to hold back the first status of a new MyApp whose Deployment a sync
-        pass has just created, until the deployment controller has said something of it (0:
+    def _first_status_wait(self, rec: Record, myapp: Obj, outcome: Outcome) -> float:
+        """Seconds to hold back the first status of a new MyApp whose Deployment was
+        just created, until the deployment controller has said something of it (0:
         write now). A write now would say "Progressing" with no replica figures, and the
-        Deployment's first status, moments later, would need another; status still shows
-        the revision and a phase within :data:`FIRST_STATUS_WAIT` of the creation."""
-        since = self._awaiting_status.get(key)
-        if since is None:
+        Deployment's first status, moments later, would need another; its watch event
+        brings the key back, and status still shows the revision and a phase within
+        :data:`FIRST_STATUS_WAIT` of the creation."""
+        if (
+            outcome.action == "created"
+            and self.defer_first_status
+            and not myapp.get("status")
+            and rec.awaiting_since is None
+        ):
+            rec.awaiting_since = self.clock()
+        if rec.awaiting_since is None:
             return 0.0
-        deployment = outcome.live if outcome is not None else None
-        left = since + FIRST_STATUS_WAIT - self.clock()
+        deployment = outcome.live
+        left = rec.awaiting_since + FIRST_STATUS_WAIT - self.clock()
         if (
             left > 0
             and not myapp.get("status")
@@ -247,18 +256,17 @@ class Reconciler:
             and not (deployment.get("status") or {}).get("observedGeneration")
         ):
             return left
-        self._awaiting_status.pop(key, None)
+        rec.awaiting_since = None
         return 0.0
 
     def _status(
         self,
         key: str,
+        rec: Record,
         myapp: Obj,
         items: list[driftlib.DriftItem],
         outcome: Outcome | None,
-        sync: statuslib.SyncInfo | None,
         error: str,
-        strict: bool,
     ) -> None:
         if outcome is not None:
             entries = driftlib.status_entries(items + outcome.drift)
@@ -271,28 +279,13 @@ class Reconciler:
                 driftlib.status_entries(items), myapp, f"Deployment/{key.split('/', 1)[1]}"
             )
             deployment = self.deployments.get(key)
-        if (
-            outcome is not None
-            and outcome.action == "created"
-            and self.handoff is not None
-            and strict
-        ):
-            # a Deployment created by a sync pass while the workers run: its status
-            # moves through Pending and Progressing within seconds, and each step
-            # comes back as a watch event; the worker that takes it writes the status
-            # (with this pass's source), so the pass does not write a Pending first;
-            # the worker holds a first status back until the Deployment has one
-            if not myapp.get("status"):
-                self._awaiting_status[key] = self.clock()
-            self.handoff(key)
-        else:
-            self._write_status(myapp, deployment, entries, sync, error)
+        self._write_status(myapp, rec, deployment, entries, error)
 
-    def _uncached_deployment(self, key: str, myapp: Obj) -> Obj | None:
+    def _uncached_deployment(self, key: str, myapp: Obj, absent: bool) -> Obj | None:
         """A Deployment the cache does not hold: not created yet, not seen yet, or
         someone else's (the cache holds only those labelled as ours). Asked only
         when about to create, so steady state still reads nothing."""
-        if key in self.absent_deployments:
+        if absent:
             # the sync pass's LIST of the namespace, moments ago, is the same proof as
             # the GET (and the GET is no closer to the create than a few milliseconds)
             return None
@@ -305,28 +298,26 @@ class Reconciler:
             raise OwnershipError(problem)
         return found
 
-    def _report_error(self, key: str, myapp: Obj, error: str) -> None:
+    def _report_error(self, myapp: Obj, rec: Record, error: str) -> None:
         # one Event per distinct error, not one per retry
-        if self._last_error.get(key) != error:
-            self._last_error[key] = error
+        if rec.last_error != error:
+            rec.last_error = error
             self.events.emit(myapp, "Warning", "ApplyFailed", error)
 
-    def _policy(self, myapp: Obj) -> Policy:
-        return policy_for(myapp, self.settings)
-
     def _converge_myapp(
-        self, key: str, myapp: Obj | None
-    ) -> tuple[Obj | None, list[driftlib.DriftItem], str]:
+        self, key: str, myapp: Obj | None, rec: Record
+    ) -> tuple[Obj | None, list[driftlib.DriftItem], MyAppAction]:
         """The live MyApp against Git, when Git declares it (not in operator-only use).
         The drift policy is the one Git gives the MyApp: an edit of the live
         driftPolicy is itself drift, not a way around it."""
-        git = self.git.get(key)
-        if git is None or self.foreign_owner(myapp) is not None:
+        declared = rec.declared
+        if declared is None or declared.claim.refusal(myapp) is not None:
             # another instance's MyApp, or one made by hand (re-created since our
             # pass): our Git held against it would take it over; the sync pass reports
             # the refusal
             return myapp, [], "unchanged"
         name = key.split("/", 1)[1]
+        git = declared.body
         # suspend stops the Deployment, not the comparison of the MyApp with Git
         mp = policy_for(git, self.settings, suspendable=False)
         res = converge(self.writer, f"{KIND}/{name}", git, myapp, mp)
@@ -338,11 +329,12 @@ class Reconciler:
             self.myapps.observe(res.live)
         return myapp, list(res.drift), res.action
 
-    def _converge_deployment(self, key: str, myapp: Obj) -> Outcome:
+    def _converge_deployment(self, key: str, myapp: Obj, absent: bool) -> Outcome:
         name = key.split("/", 1)[1]
-        live = self.deployments.get(key) or self._uncached_deployment(key, myapp)
+        live = self.deployments.get(key) or self._uncached_deployment(key, myapp, absent)
         desired = render(myapp)
-        outcome = converge(self.writer, f"Deployment/{name}", desired, live, self._policy(myapp))
+        p = policy_for(myapp, self.settings)
+        outcome = converge(self.writer, f"Deployment/{name}", desired, live, p)
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)
         self._record_action(myapp, outcome)
@@ -367,9 +359,9 @@ class Reconciler:
     def _write_status(
         self,
         myapp: Obj,
+        rec: Record,
         deployment: Obj | None,
         entries: list[Obj],
-        sync: statuslib.SyncInfo | None,
         error: str,
         *,
         announce: bool = True,
@@ -380,29 +372,26 @@ class Reconciler:
         paths is an Event. A pass that failed before it could compare passes the
         recorded drift and ``announce=False``: nothing was found resolved."""
         meta = myapp["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        self._awaiting_status.pop(key, None)
-        new = statuslib.compute(myapp, deployment, drift=entries, sync=sync, error=error)
+        rec.awaiting_since = None
+        new = statuslib.compute(myapp, deployment, drift=entries, sync=rec.sync, error=error)
         if announce:
-            self._announce_drift(myapp, key, entries)
+            self._announce_drift(myapp, rec, entries)
         if statuslib.same(myapp.get("status"), new):
             return
         written = self.writer.apply_status(meta["namespace"], meta["name"], new)
         # ahead of the watch event: the next reconcile compares with what we wrote
         self.myapps.observe(written)
-        log.debug("status written", extra={"key": key})
+        log.debug("status written", extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
-    def _announce_drift(self, myapp: Obj, key: str, entries: list[Obj]) -> None:
+    def _announce_drift(self, myapp: Obj, rec: Record, entries: list[Obj]) -> None:
         signature = frozenset((str(e.get("object")), str(e.get("path"))) for e in entries)
-        if key not in self._signatures:
+        if rec.announced is None:
             # after a restart or a failover, what status already says was announced
             recorded = (myapp.get("status") or {}).get("drift") or []
-            self._signatures[key] = frozenset(
-                (str(d.get("object")), str(d.get("path"))) for d in recorded
-            )
-        if signature == self._signatures[key]:
+            rec.announced = frozenset((str(d.get("object")), str(d.get("path"))) for d in recorded)
+        if signature == rec.announced:
             return
-        self._signatures[key] = signature
+        rec.announced = signature
         if entries:
             paths = ", ".join(
                 f"{e['object']} {e['path']} (by {e.get('manager') or 'unknown'})"

@@ -67,6 +67,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_redact.py", "test_page.py", "test_notify.py")),
     ),
     "gitsync/model/api.py": (
+        f"{_U}test_api.py",
         *(f"{_U}{t}" for t in ("test_instance.py", "test_render.py", "test_changeset.py")),
         f"{_U}test_plan.py",
     ),
@@ -75,6 +76,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_U}test_denied_namespaces.py",
     ),
     "gitsync/model/integers.py": (
+        f"{_U}test_integers.py",
         *(f"{_U}{t}" for t in ("test_render.py", "test_drift.py", "test_instance.py")),
         *(f"{_F}{t}" for t in ("test_loader.py", "test_quantity.py")),
         *(f"{_U}{t}" for t in ("test_manifests.py", "test_quantity.py")),

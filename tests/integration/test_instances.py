@@ -262,7 +262,7 @@ def test_a_pass_that_loses_leadership_deletes_nothing_more(
     upstream.commit({"apps/d.yaml": None, "apps/e.yaml": None})
 
     # deposed once the apply phase is over, before the prune
-    applies = Deposer(controller.reconciler, "apply_from_git", 3, deposed)
+    applies = Deposer(controller, "reconcile", 3, deposed)
     result = s.run()
     applies.undo()
     assert sorted(args[0] for args in applies.seen) == [f"{namespace}/{n}" for n in "abc"]
@@ -281,7 +281,7 @@ def test_a_pass_that_loses_leadership_deletes_nothing_more(
 
     # shutting down once the apply phase is over: nothing deleted either
     deposed.clear()
-    cancels = Deposer(controller.reconciler, "apply_from_git", 3, s.cancel)
+    cancels = Deposer(controller, "reconcile", 3, s.cancel)
     result = s.run()
     cancels.undo()
     assert result.count("pruned") == 0
@@ -374,7 +374,7 @@ def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
             path_of("MyApp", namespace, "gone"), patch, field_manager="other-instance", force=True
         )
 
-    real = controller.reconciler.apply_from_git
+    real = controller.reconcile
     applied: list[str] = []
     lock = threading.Lock()
 
@@ -387,9 +387,9 @@ def test_a_myapp_relabelled_during_the_pass_is_not_pruned(
                 if len(applied) == 3:  # the apply phase is over, the prune is next
                     take_over()
 
-    controller.reconciler.apply_from_git = apply_then_take_over  # type: ignore[method-assign]
+    controller.reconcile = apply_then_take_over  # type: ignore[method-assign]
     result = s.run()
-    controller.reconciler.apply_from_git = real  # type: ignore[method-assign]
+    controller.reconcile = real  # type: ignore[method-assign]
     assert "gone" not in actions(result)
     assert label(kube, namespace, "gone") == "other"
 

@@ -1,5 +1,5 @@
 """The controller's guarantees that need no API server: one reconcile of a key at a time,
-and what the loop does with each reconcile Result (requeue after, backoff, terminal)."""
+and what the loop does with each reconcile Result (requeue after, backoff, permanent)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from kubernetes import client as k8s_client
 from gitsync.errors import APITooManyRequestsError
 from gitsync.kube.client import Kube
 from gitsync.model.api import Obj
+from gitsync.model.instance import resolve
+from gitsync.model.myapp_status import SyncInfo
 from gitsync.reconcile.controller import Controller, Result, changed
+from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.workqueue import WorkQueue
 
@@ -135,8 +138,8 @@ def test_a_failure_for_now_backs_off_longer_each_time_until_it_succeeds() -> Non
     assert fake.keys == [KEY] * 3
 
 
-def test_a_terminal_failure_is_not_retried() -> None:
-    c, _, clock = looping(Result(terminal=True, error="invalid"))
+def test_a_permanent_failure_is_not_retried() -> None:
+    c, _, clock = looping(Result(permanent=True, error="invalid"))
     c._process(KEY)
     clock.now += 3600
     assert due(c) is None and c.queue.failures(KEY) == 0
@@ -228,22 +231,29 @@ class _YieldingCount(int):
         return _YieldingCount(value)
 
 
+#: a sync pass's input, for reconciles of keys no cache holds
+DECLARED = Declared(
+    {"metadata": {"name": "app"}},
+    SyncInfo("main@sha1:" + "0" * 40, "apps/app.yaml", "t"),
+    Claim(resolve("", "https://git.example.com/apps.git", "apps", "main")),
+)
+
+
 def test_reconciles_counted_from_many_threads_lose_none() -> None:
     """Workers and the sync pass reconcile different keys at once, each counting."""
     c = offline_controller()
     r = c.reconciler
 
-    def throttled(key: str, myapp: Obj) -> None:
-        # the first thing _reconcile does after counting; raised straight out
+    def throttled(key: str, myapp: Obj | None, rec: object) -> None:
+        # the first thing reconcile does after counting: a 429, so nothing else runs
         raise APITooManyRequestsError(key, "throttled", retry_after=1.0)
 
-    r._converge_deployment = throttled  # type: ignore[assignment,method-assign]
+    r._converge_myapp = throttled  # type: ignore[assignment,method-assign]
     r.reconciles = _YieldingCount(0)
 
     def hammer(n: int) -> None:
         for _ in range(25):
-            with pytest.raises(APITooManyRequestsError):
-                r._reconcile(f"ns/app-{n}", {"metadata": {"name": f"app-{n}"}}, [], None)
+            assert r.reconcile(f"ns/app-{n}", DECLARED).throttled
 
     threads = [threading.Thread(target=hammer, args=(n,)) for n in range(6)]
     for t in threads:

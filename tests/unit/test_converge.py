@@ -58,7 +58,7 @@ def test_what_a_step_leaves_stays_when_the_dry_run_shows_nothing_to_write() -> N
         body={"spec": {}},
         force=True,
         corrected=(taken_back,),
-        left=(conflict, reported),
+        drift=(conflict, reported),
     )
     server = ServerStoresLive()
     outcome = execute(server, step)

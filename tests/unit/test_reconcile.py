@@ -1,5 +1,5 @@
 """The reconcile steps against fake caches and a fake cluster: what is written, and the
-Result the loop acts on (done, requeue after, retry with backoff, terminal)."""
+Result the loop acts on (done, requeue after, retry with backoff, permanent)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from gitsync.errors import (
 )
 from gitsync.kube.client import path_of
 from gitsync.model.api import Obj
+from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
+from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT, Reconciler, Result
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 
@@ -62,7 +64,7 @@ def test_a_new_myapp_gets_its_deployment_and_status_then_nothing_is_written(
     world.add(myapp())
     first = world.r.reconcile(KEY)
     assert first.outcome is not None and first.outcome.action == "created"
-    assert not (first.error or first.terminal or first.requeue_after is not None)
+    assert not (first.error or first.permanent or first.requeue_after is not None)
     dep = world.cluster.store[DEPLOYMENT]
     assert dep["spec"]["replicas"] == 2
     assert (
@@ -96,7 +98,7 @@ def test_throttling_requeues_after_the_servers_hint_and_writes_nothing(world: Wo
     world.cluster.fail["apply"] = APITooManyRequestsError("Deployment/shop/web", "slow", 3.0)
     writes = len(world.cluster.writes)
     result = world.r.reconcile(KEY)
-    assert result.requeue_after == 3.0 and not result.terminal and not result.retry
+    assert result.requeue_after == 3.0 and not result.permanent and not result.retry
     # no status, no Event: one more request would only be refused too
     assert len(world.cluster.writes) == writes and world.events.events == []
 
@@ -105,12 +107,12 @@ def test_a_temporary_failure_is_retried_with_backoff(world: World) -> None:
     world.add(myapp())
     world.cluster.fail["apply"] = APIServerError("Deployment/shop/web", "etcd timeout", status=500)
     result = world.r.reconcile(KEY)
-    assert result.retry and not result.terminal and "etcd timeout" in result.error
+    assert result.retry and not result.permanent and "etcd timeout" in result.error
     assert world.events.reasons() == ["ApplyFailed"]
     assert world.r.reconcile(KEY).outcome is not None  # the next try goes through
 
 
-def test_a_permanent_failure_is_terminal_recorded_in_status_and_announced_once(
+def test_a_permanent_failure_is_recorded_in_status_and_announced_once(
     world: World,
 ) -> None:
     world.add(myapp())
@@ -120,11 +122,11 @@ def test_a_permanent_failure_is_terminal_recorded_in_status_and_announced_once(
 
     world.cluster.fail["apply"] = invalid()
     result = world.r.reconcile(KEY)
-    assert result.terminal and not result.retry and result.requeue_after is None
+    assert result.permanent and not result.retry and result.requeue_after is None
     ready = world.condition("Ready")
     assert ready["status"] == "False" and "Invalid value" in ready["message"]
     world.cluster.fail["apply"] = invalid()
-    assert world.r.reconcile(KEY).terminal
+    assert world.r.reconcile(KEY).permanent
     assert world.events.reasons() == ["ApplyFailed"]  # one Event per distinct error
 
 
@@ -137,7 +139,7 @@ def test_a_deployment_that_is_not_ours_is_never_taken_over(world: World) -> None
         "spec": {"replicas": 9},
     }
     result = world.r.reconcile(KEY)
-    assert result.terminal and "not owned by MyApp/shop/web" in result.error
+    assert result.permanent and "not owned by MyApp/shop/web" in result.error
     assert world.cluster.store[DEPLOYMENT]["spec"]["replicas"] == 9
     assert ("apply", DEPLOYMENT) not in world.cluster.writes
 
@@ -146,29 +148,72 @@ def test_a_conflicting_status_write_is_retried(world: World) -> None:
     world.add(myapp())
     world.cluster.fail["status"] = APIConflictError("MyApp/shop/web", "modified", [])
     result = world.r.reconcile(KEY)
-    assert result.retry and not result.terminal
+    assert result.retry and not result.permanent
     assert world.r.reconcile(KEY).error == ""
     assert world.condition("Ready")
 
 
-def test_apply_from_git_raises_what_the_sync_reports_and_records_synced_false(
+def declared(body: Obj, revision: str = "main@sha1:abc") -> Declared:
+    """A sync pass's input for ``body``."""
+    claim = Claim(resolve("", "https://git.example.com/apps.git", "apps", "main"), adopt=True)
+    return Declared(body, SyncInfo(revision=revision, path="apps/web.yaml", time="t"), claim)
+
+
+def test_a_pass_whose_myapp_fails_gets_the_error_and_records_synced_false(
     world: World,
 ) -> None:
     world.add(myapp())
     world.cluster.fail["apply"] = APIInvalidError("MyApp/shop/web", "spec.image: Required", [])
-    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
-    with pytest.raises(APIInvalidError):
-        world.r.apply_from_git(KEY, myapp(image=""), sync)
+    result = world.r.reconcile(KEY, declared(myapp(image="")))
+    assert result.action == "failed" and "Required" in result.error
     synced = world.condition("Synced")
     assert synced["status"] == "False" and "Required" in synced["message"]
 
 
-def test_apply_from_git_creates_the_myapp_and_its_deployment(world: World) -> None:
-    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
-    assert world.r.apply_from_git(KEY, myapp(), sync) == "created"
+def test_a_pass_whose_deployment_fails_records_it_in_one_status_write(world: World) -> None:
+    world.add(myapp())
+    writes = len(world.cluster.writes)
+
+    def refuse_the_deployment(obj: Obj, **kw: object) -> Obj:
+        if obj["kind"] == "Deployment":
+            raise APIInvalidError("Deployment/shop/web", "spec.replicas: Invalid value", [])
+        return real(obj, **kw)
+
+    real = world.cluster.apply
+    world.cluster.apply = refuse_the_deployment  # type: ignore[method-assign]
+    result = world.r.reconcile(KEY, declared(myapp()))
+    assert result.permanent and "Invalid value" in result.error
+    assert [v for v, _ in world.cluster.writes[writes:]].count("status") == 1
+    synced, ready = world.condition("Synced"), world.condition("Ready")
+    assert synced["status"] == "False" and "Invalid value" in synced["message"]
+    assert ready["status"] == "False" and "Invalid value" in ready["message"]
+
+
+def test_a_pass_creates_the_myapp_and_its_deployment(world: World) -> None:
+    assert world.r.reconcile(KEY, declared(myapp())).action == "created"
     assert DEPLOYMENT in world.cluster.store
     assert world.condition("Synced")["status"] == "True"
-    assert world.r.apply_from_git(KEY, myapp(), sync) == "unchanged"
+    assert world.r.reconcile(KEY, declared(myapp())).action == "unchanged"
+
+
+def test_what_git_declared_holds_the_myapp_in_later_reconciles(world: World) -> None:
+    world.r.reconcile(KEY, declared(myapp()))
+    world.add(myapp(image="nginx:edited"))  # kubectl edit
+    assert world.r.reconcile(KEY).action == "configured"
+    assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:1.27"
+    world.r.ledger.release([KEY])  # left Git
+    world.add(myapp(image="nginx:edited"))
+    assert world.r.reconcile(KEY).action == "unchanged"
+    assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:edited"
+
+
+def test_a_myapp_the_claim_does_not_cover_is_not_held_to_git(world: World) -> None:
+    world.add(myapp(image="nginx:by-hand"))  # made by hand: no source label
+    mine = declared(myapp())
+    not_adopting = Declared(mine.body, mine.sync, Claim(mine.claim.instance, adopt=False))
+    assert world.r.reconcile(KEY, not_adopting).action == "unchanged"
+    assert world.r.reconcile(KEY).action == "unchanged"
+    assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:by-hand"
 
 
 class Clock:
@@ -179,16 +224,15 @@ class Clock:
         return self.now
 
 
-def handed_off(world: World) -> tuple[list[str], Clock, SyncInfo]:
+def created_by_a_pass(world: World) -> Clock:
     """A sync pass, workers running, creates the MyApp and its Deployment."""
-    handed: list[str] = []
     clock = Clock()
-    world.r.handoff = handed.append
+    world.r.defer_first_status = True
     world.r.clock = clock
-    sync = SyncInfo(revision="main@sha1:abc", path="apps/web.yaml", time="t")
-    assert world.r.apply_from_git(KEY, myapp(), sync) == "created"
-    assert handed == [KEY]
-    return handed, clock, sync
+    first = world.r.reconcile(KEY, declared(myapp()))
+    assert first.action == "created" and first.requeue_after == FIRST_STATUS_WAIT
+    assert not first.error and not first.throttled
+    return clock
 
 
 def status_writes(world: World) -> int:
@@ -198,12 +242,12 @@ def status_writes(world: World) -> int:
 def test_a_new_myapps_first_status_waits_for_its_deployments_first_status(
     world: World,
 ) -> None:
-    _, clock, _ = handed_off(world)
-    assert status_writes(world) == 0
+    clock = created_by_a_pass(world)
+    assert status_writes(world) == 0 and world.r.ledger.awaiting_status()
     # the worker that takes it: the Deployment has no status yet, so nothing is written
     held = world.r.reconcile(KEY)
     assert held.requeue_after == FIRST_STATUS_WAIT
-    assert status_writes(world) == 0 and world.r.awaiting_status()
+    assert status_writes(world) == 0 and world.r.ledger.awaiting_status()
     clock.now += 0.5
     assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT - 0.5
     # the deployment controller's first word on it: one write says it all
@@ -212,22 +256,29 @@ def test_a_new_myapps_first_status_waits_for_its_deployments_first_status(
     world.deployments.observe(dep)
     done = world.r.reconcile(KEY)
     assert done.requeue_after is None and not done.error
-    assert status_writes(world) == 1 and not world.r.awaiting_status()
+    assert status_writes(world) == 1 and not world.r.ledger.awaiting_status()
     st = world.status()
     assert st["source"]["revision"] == "main@sha1:abc"
     assert (st["phase"], st["replicas"]) == ("Progressing", 2)
 
 
 def test_a_new_myapps_first_status_waits_no_longer_than_the_bound(world: World) -> None:
-    _, clock, _ = handed_off(world)
+    clock = created_by_a_pass(world)
     assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT
     # the deployment controller is slow: at the bound, status says what is known
     clock.now += FIRST_STATUS_WAIT
     done = world.r.reconcile(KEY)
     assert done.requeue_after is None and not done.error
-    assert status_writes(world) == 1 and not world.r.awaiting_status()
+    assert status_writes(world) == 1 and not world.r.ledger.awaiting_status()
     st = world.status()
     assert (st["source"]["revision"], st["phase"]) == ("main@sha1:abc", "Progressing")
+
+
+def test_without_a_loop_the_first_status_is_written_at_once(world: World) -> None:
+    """``gitsync sync`` alone: no worker would come back for a status held back."""
+    result = world.r.reconcile(KEY, declared(myapp()))
+    assert result.action == "created" and result.requeue_after is None
+    assert status_writes(world) == 1 and not world.r.ledger.awaiting_status()
 
 
 def test_a_myapp_with_a_status_is_not_held_back(world: World) -> None:
@@ -237,10 +288,7 @@ def test_a_myapp_with_a_status_is_not_held_back(world: World) -> None:
     world.cluster.store.pop(DEPLOYMENT)  # deleted by hand, re-created by the next pass
     world.deployments.objects.clear()
     world.myapps.observe(world.cluster.store[path_of("MyApp", "shop", "web")])
-    handed: list[str] = []
-    world.r.handoff = handed.append
-    sync = SyncInfo(revision="main@sha1:def", path="apps/web.yaml", time="t")
-    world.r.apply_from_git(KEY, myapp(), sync)
-    assert handed == [KEY] and not world.r.awaiting_status()
-    assert world.r.reconcile(KEY).requeue_after is None
+    world.r.defer_first_status = True
+    result = world.r.reconcile(KEY, declared(myapp(), "main@sha1:def"))
+    assert result.requeue_after is None and not world.r.ledger.awaiting_status()
     assert world.status()["source"]["revision"] == "main@sha1:def"

@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 
 from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.engine.planner import Settings
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import Syncer, SyncOptions, crash_message, myapp_body
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import path_of
+from gitsync.kube.interfaces import Cache, Recorder
 from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
 from gitsync.model.instance import refusal_of
-from gitsync.reconcile.reconciler import Reconciler
+from gitsync.model.myapp_status import SyncInfo
+from gitsync.reconcile.ledger import Claim, Declared, Ledger
+from gitsync.reconcile.reconciler import ObjectWriter, Reconciler, Result
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
@@ -28,9 +32,45 @@ NAMES = ("a", "b", "c")
 
 @dataclass
 class FakeOperator:
+    """The operator as a sync pass sees it (``gitsync.gitops.sync.Operator``), over one
+    reconciler; no workers, so nothing is requeued."""
+
     reconciler: Reconciler
     kube: FakeCluster
     is_leader: Callable[[], bool] = field(default=lambda: True)
+    requeued: list[str] = field(default_factory=list)
+
+    def reconcile(
+        self, key: str, declared: Declared | None = None, *, deployment_absent: bool = False
+    ) -> Result:
+        return self.reconciler.reconcile(key, declared, deployment_absent=deployment_absent)
+
+    def requeue(self, key: str, after: float) -> None:
+        self.requeued.append(key)
+
+    @property
+    def myapps(self) -> Cache:
+        return self.reconciler.myapps
+
+    @property
+    def deployments(self) -> Cache:
+        return self.reconciler.deployments
+
+    @property
+    def applier(self) -> ObjectWriter:
+        return self.reconciler.writer
+
+    @property
+    def events(self) -> Recorder:
+        return self.reconciler.events
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.reconciler.ledger
+
+    @property
+    def settings(self) -> Settings:
+        return self.reconciler.settings
 
 
 class DirSource:
@@ -64,9 +104,8 @@ class World:
         self.options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
         self.state = StateWriter(self.cluster, "gitsync", "apps")
         self.source = DirSource(self.repo)
-        self.syncer = Syncer(
-            FakeOperator(reconciler, self.cluster), self.source, self.options, self.state
-        )
+        self.operator = FakeOperator(reconciler, self.cluster)
+        self.syncer = Syncer(self.operator, self.source, self.options, self.state)
 
     def declare(self, *names: str) -> None:
         for f in (self.repo / "apps").glob("*.yaml"):
@@ -187,12 +226,14 @@ def test_a_myapp_made_by_hand_is_refused_in_the_preview_and_the_pass(world: Worl
     assert not any(p.endswith("/a") for _, p in world.cluster.writes[writes:])
     assert world.cluster.store[path_of(KIND, "shop", "a")]["spec"]["image"] == "nginx:1.25"
     assert world.events.reasons().count("NotAdopted") == 1
-    # the operator, too, leaves it to its maker
-    world.syncer.reconciler.git["shop/a"] = myapp_body(
+    # the operator, too, leaves it to its maker, even handed what Git declares
+    body = myapp_body(
         manifests.load(world.repo, "apps", default_namespace="default").apps[0],
         world.syncer.source_label,
     )
-    world.syncer.reconciler.reconcile("shop/a")
+    sync = SyncInfo(result.revision, "apps/a.yaml", "t")
+    world.operator.reconcile("shop/a", Declared(body, sync, Claim(world.syncer.identity)))
+    world.operator.reconcile("shop/a")
     assert world.cluster.store[path_of(KIND, "shop", "a")]["spec"]["image"] == "nginx:1.25"
     world.syncer.run()
     assert world.events.reasons().count("NotAdopted") == 1  # once, not on every pass
@@ -241,7 +282,7 @@ def test_a_deposed_leader_prunes_nothing(world: World) -> None:
     world.declare("a", "b")
     leading = [True]
     world.syncer.controller = FakeOperator(
-        world.syncer.reconciler, world.cluster, lambda: leading[0]
+        world.operator.reconciler, world.cluster, lambda: leading[0]
     )
     leading[0] = False
     result = world.syncer.run()

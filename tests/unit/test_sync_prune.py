@@ -12,6 +12,7 @@ from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import APIConflictError
 from gitsync.gitops.sync import Operator, Syncer, SyncOptions
 from gitsync.model.api import SOURCE_LABEL
+from gitsync.reconcile.ledger import Ledger
 from gitsync.source.checkout import Source
 
 
@@ -56,10 +57,9 @@ def tracking(s: Syncer, gone: str) -> dict[str, dict[str, Any]]:
 
 
 def syncer(api: FakeAPI) -> Syncer:
-    reconciler = SimpleNamespace(
-        myapps=api.cache, writer=api, foreign_owner=None, sync_info={}, events=api
+    controller = SimpleNamespace(
+        myapps=api.cache, applier=api, ledger=Ledger(), events=api, is_leader=lambda: api.leader
     )
-    controller = SimpleNamespace(reconciler=reconciler, is_leader=lambda: api.leader)
     options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
     return Syncer(cast(Operator, controller), cast(Source, SimpleNamespace()), options)
 

@@ -1,0 +1,123 @@
+"""What gitsync remembers of each MyApp between two reconciles, in one place.
+
+A reconcile reads the cluster from the caches; what the caches cannot say is kept
+here, one :class:`Record` per MyApp: the MyApp as Git last declared it (what the
+operator holds the live one to between passes), the source its status reports, the
+drift last announced, the error last announced, and when a first status was held
+back. One owner (the :class:`~gitsync.reconcile.reconciler.Reconciler`) writes it,
+under the key's lock; the sync pass only hands values in (:class:`Declared`) and lets
+go of what left Git; the page reads it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from gitsync.model import instance as instancelib
+from gitsync.model.api import Obj
+from gitsync.model.myapp_status import SyncInfo
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who declares the MyApps of a pass: the instance, and whether it takes over a MyApp
+    made by hand (``--adopt``). A live MyApp the claim does not cover is not held to Git."""
+
+    instance: instancelib.Instance
+    adopt: bool = False
+
+    def refusal(self, live: Obj | None) -> str | None:
+        """Whose ``live`` is, when not this instance's to hold to Git, else None."""
+        refused = instancelib.refusal_of(self.instance, "", live, self.adopt)
+        return refused.reason if refused is not None else None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A sync pass's input to one reconcile: the MyApp as Git declares it (the apply
+    body), the pass's revision and file, and the claim it is declared under."""
+
+    body: Obj
+    sync: SyncInfo
+    claim: Claim
+
+
+@dataclass
+class Record:
+    """One MyApp's memory. ``declared`` is None where Git does not (or no longer)
+    declare it: the operator then serves the live MyApp as it is."""
+
+    declared: Declared | None = None
+    #: the source the MyApp's status reports (the revision that last changed it); every
+    #: status write carries it, so a reconcile from a cache older than the pass keeps it
+    sync: SyncInfo | None = None
+    #: the drifted (object, path) pairs last announced by an Event
+    announced: frozenset[tuple[str, str]] | None = None
+    #: the apply error last announced by an Event
+    last_error: str | None = None
+    #: when a first status was held back for the deployment controller's first word
+    awaiting_since: float | None = None
+
+
+class Ledger:
+    """Records by ``namespace/name``. The dict is guarded by a lock (the sync pass lets go
+    of keys while workers reconcile others); a record's fields are written only under
+    its key's lock (see :class:`~gitsync.reconcile.keylock.KeyLocks`)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, Record] = {}
+        self._lock = threading.Lock()
+
+    def record(self, key: str) -> Record:
+        """The record of ``key``, made empty when there is none."""
+        with self._lock:
+            found = self._records.get(key)
+            if found is None:
+                found = self._records[key] = Record()
+            return found
+
+    def get(self, key: str) -> Record | None:
+        with self._lock:
+            return self._records.get(key)
+
+    def git(self, key: str) -> Obj | None:
+        """The apply body Git last declared for ``key``, if Git still declares it."""
+        rec = self.get(key)
+        return rec.declared.body if rec is not None and rec.declared is not None else None
+
+    def declared_keys(self) -> set[str]:
+        with self._lock:
+            return {k for k, r in self._records.items() if r.declared is not None}
+
+    def release(self, keys: Collection[str]) -> None:
+        """``keys`` left Git: the operator no longer holds them to it (pruned or not).
+        Their source stays until they are gone: a MyApp the prune guard kept still
+        reports where it came from."""
+        with self._lock:
+            for key in keys:
+                if (rec := self._records.get(key)) is not None:
+                    rec.declared = None
+
+    def forget(self, key: str) -> None:
+        """``key`` was pruned: nothing of it is kept."""
+        with self._lock:
+            self._records.pop(key, None)
+
+    def forget_reconcile(self, key: str) -> None:
+        """``key``'s MyApp is gone from the cluster (deleted, or being deleted): what the
+        reconciles remembered goes; what Git declares stays, for the pass that
+        creates it again."""
+        with self._lock:
+            rec = self._records.get(key)
+            if rec is None:
+                return
+            rec.announced = rec.last_error = rec.awaiting_since = None
+            if rec.declared is None and rec.sync is None:
+                del self._records[key]
+
+    def awaiting_status(self) -> bool:
+        """Some new MyApp's first status is held back."""
+        with self._lock:
+            return any(r.awaiting_since is not None for r in self._records.values())
