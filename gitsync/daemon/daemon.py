@@ -37,6 +37,9 @@ JOB_ID = "sync"
 SYNC_EXECUTOR = "sync"
 #: how long stop() waits for a deferred sync request already firing (one Lease update)
 LATER_JOIN_TIMEOUT = 10.0
+#: how long shutdown waits for each thread run() started: the leader's last step (its
+#: calls have the renew deadline, 10 s by default), the HTTP loop's last answers
+THREAD_JOIN_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class Daemon:
             )
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
+        #: the threads run() starts (HTTP, leader), joined when it returns
+        self._threads: list[threading.Thread] = []
         #: the deferred sync requests still waiting: stop() cancels every one
         self._later: set[threading.Timer] = set()
         self._later_lock = threading.Lock()
@@ -122,19 +127,23 @@ class Daemon:
     # --- lifecycle ---------------------------------------------------------------
 
     def run(self) -> int:
+        """Serve until :meth:`stop`; every thread started here, and APScheduler's, is
+        stopped and joined before it returns."""
         self._signals()
-        threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+        self._start(threading.Thread(target=self.http.serve_forever, name="http", daemon=True))
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
         self.schedule()
+        leading: threading.Thread | None = None
         if self.leader is not None:
             leader = self.leader
-            threading.Thread(
+            leading = threading.Thread(
                 target=leader.run,
                 args=(self.stop_event, self._on_leading, self._on_stopped_leading),
                 name="leader",
                 daemon=True,
-            ).start()
+            )
+            self._start(leading)
         else:
             self._on_leading()
         # wake up now and then: a signal delivered to another thread only runs its
@@ -142,14 +151,26 @@ class Daemon:
         while not self.stop_event.wait(0.5):
             pass
         log.info("shutting down")
-        # wait=True: the sync in progress finishes its current object
+        # wait=True: the sync in progress finishes its current object, and the
+        # scheduler's thread and the sync executor's are joined
         self.scheduler.shutdown(wait=True)
         self.controller.stop()
         if self.leader is not None:
+            if leading is not None:
+                # its last renewal done, release is the last word on the Lease
+                leading.join(THREAD_JOIN_TIMEOUT)
             # only now: the last write is done, so a standby cannot write alongside us
             self.leader.release()
         self.http.shutdown()
+        for t in self._threads:
+            t.join(THREAD_JOIN_TIMEOUT)
+            if t.is_alive():
+                log.warning("thread %s did not stop", t.name)
         return 0
+
+    def _start(self, thread: threading.Thread) -> None:
+        self._threads.append(thread)
+        thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
