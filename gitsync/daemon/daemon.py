@@ -183,12 +183,20 @@ class Daemon:
 
         "Sync now" (:meth:`trigger`) moves the job's next run to now. A pass that runs
         may have fetched before the push that asks, so the request must give one more
-        pass after it, never one alongside it: the job runs on an executor of one thread
-        (passes queue, never overlap) and may have two instances, the running pass and
-        one waiting. A request while one waits is that one's: APScheduler skips it
-        (logging "maximum number of running instances reached (2)").
+        pass after it, never one alongside it.
         """
         if self.syncer is not None:
+            # APScheduler, kept for what these arguments give without timer code of ours
+            # (a loop of our own would be an Event and a wait: short, but ours to test):
+            # - an executor of one thread and max_instances=2: one pass runs, one more
+            #   waits, none alongside; a request while one waits is that one's
+            #   (APScheduler logs "maximum number of running instances reached (2)")
+            # - coalesce: run times that came due while a pass ran are one run, not a burst
+            # - jitter: replicas and instances polling one repository drift apart
+            # - misfire_grace_time=None: the waiting pass runs however long the one
+            #   before it took. A bound (the default is 1 s) drops it as "missed" once
+            #   that pass outlasts the bound, and must be whole seconds over 0, which
+            #   int(--interval) under 1 is not
             self.scheduler.add_job(
                 self.sync_once,
                 "interval",
@@ -198,7 +206,7 @@ class Daemon:
                 executor=SYNC_EXECUTOR,
                 max_instances=2,
                 coalesce=True,
-                misfire_grace_time=int(self.options.interval),
+                misfire_grace_time=None,
                 next_run_time=dt.datetime.now(dt.UTC),
             )
         self.scheduler.start()

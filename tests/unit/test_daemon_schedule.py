@@ -192,3 +192,52 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     assert left == []
     assert stopped == ["controller"]
     assert (leader.released, leader.steps_after_release) == (1, 0)
+
+
+def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
+        wait_synced=lambda _timeout: True,
+    )
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=interval, jitter=0)
+    return Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+
+
+def _shut(daemon: Daemon, syncer: GatedSyncer) -> None:
+    daemon.stop()
+    for _ in range(5):
+        syncer.finish_one()
+    daemon.scheduler.shutdown(wait=True)
+    daemon.http.server_close()
+
+
+def test_a_request_waiting_behind_a_pass_longer_than_the_interval_runs_right_after_it() -> None:
+    """Dropped as "missed" when it starts late, the push it stands for would wait for
+    the next interval (here 1.5 s more) instead."""
+    syncer = GatedSyncer()
+    daemon = _daemon(syncer, interval=2)
+    daemon.schedule()
+    try:
+        wait_for(lambda: syncer.started == 1, "the first pass")
+        daemon.trigger()
+        time.sleep(2.5)  # the pass outlasts the interval
+        assert syncer.started == 1
+        syncer.finish_one()
+        deadline = time.monotonic() + 1.0
+        while syncer.started < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert syncer.started == 2
+    finally:
+        _shut(daemon, syncer)
+
+
+def test_an_interval_under_a_second_is_scheduled() -> None:
+    syncer = GatedSyncer()
+    daemon = _daemon(syncer, interval=0.5)
+    daemon.schedule()
+    try:
+        wait_for(lambda: syncer.started == 1, "the first pass")
+    finally:
+        _shut(daemon, syncer)
