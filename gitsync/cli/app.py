@@ -6,9 +6,9 @@ on failure (``sync``: 2 when --verify-commits refuses the commit); usage errors
 exit 2. Expected errors print one line, never a traceback.
 
 The option groups several commands share, and the error-to-exit-code wrapper, are in
-:mod:`gitsync.cli.options`, what several commands build from flags in
-:mod:`gitsync.cli.common`; this module holds ``main`` (the console script), and each
-command has a module of its own.
+:mod:`gitsync.cli.options`, the flags as one typed value in :mod:`gitsync.cli.flags`,
+what several commands build from them in :mod:`gitsync.cli.common`; this module holds
+``main`` (the console script), and each command has a module of its own.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import yaml
 
+from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     cluster_options,
     expected_errors,
@@ -84,9 +85,10 @@ def blame_command(
     """Each field gitsync manages on a MyApp and its Deployment, with its origin: the
     Git commit and line that set it, or who changed it since. Exit 0 none drifted,
     1 drift, 2 error."""
-    fallback = default_namespace(kw.get("kubeconfig"), kw.get("context"))
+    cluster = parse(kw)
+    fallback = default_namespace(cluster.kubeconfig, cluster.context)
     ns, name = parse_target(target, namespace, fallback)
-    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
+    kube = Kube.from_kubeconfig(cluster.kubeconfig, cluster.context)
     who = f"{KIND}/{ns}/{name}"
     try:
         myapp = kube.get(path_of(KIND, ns, name), subject=who)

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from gitsync.cli import common
+from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     NAMESPACE_DEFAULT,
     adopt_option,
@@ -33,14 +34,13 @@ from gitsync.gitops.sync import myapp_body, tracked_by
 from gitsync.gitops.sync_state import StateWriter, last_applied
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import (
-    DEFAULT_FORCE_MANAGERS,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     Obj,
     key_of,
 )
-from gitsync.model.instance import refusal_of
+from gitsync.model.instance import Instance, refusal_of
 from gitsync.reconcile.controller import foreign_deployment
 
 
@@ -81,17 +81,20 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
     to write (created, configured, pruned), 2 error. Drift a sync leaves (policy report,
     suspend) and conflicts with other controllers are shown, and do not make it 1."""
-    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
-    common.namespaces(kw, kube)
+    flags = parse(kw)
+    kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
+    where = flags.namespaces(kube.namespace)
     after = accept = ""
-    if kw.get("verify_commits") or kw.get("verify"):
+    identity: Instance | None = None
+    if flags.verify_commits or flags.verify:
         # judged as a sync judges it: against the commit the status ConfigMap records
-        state = StateWriter(kube, kw["status_namespace"], common.identity(kw).name)
+        identity = common.identity(flags)
+        state = StateWriter(kube, where.status, identity.name)
         after, once, wanted = last_applied(state.read_object())
         accept = "" if wanted == once else wanted
     # the two LISTs and reading the manifests overlap: together they are the run
     with ThreadPoolExecutor(3) as pool:
-        loading = pool.submit(common.load, kw, after, accept)
+        loading = pool.submit(common.load, flags, where.default, after, accept)
         listing = pool.submit(_list, kube, resource_path("apps.example.com/v1", "myapps"))
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         deployments_listing = pool.submit(
@@ -101,8 +104,9 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         myapps, deployments = listing.result(), deployments_listing.result()
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    identity = common.identity(kw)
-    if note := common.instance_note(kw):
+    if identity is None:
+        identity = common.identity(flags)
+    if note := common.instance_note(flags, identity):
         click.echo(note, err=True)
     label = identity.label
     desired = {app.key: myapp_body(app, label) for app in loaded.apps}
@@ -111,14 +115,14 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     refused = {
         k: why
         for k in desired
-        if (why := refusal_of(identity, f"{KIND}/{k}", myapps.get(k), kw["adopt"]))
+        if (why := refusal_of(identity, f"{KIND}/{k}", myapps.get(k), flags.adopt))
     }
     for key in sorted(refused):
         click.echo(f"error: {refused[key].message}", err=True)
     settings = Settings(
-        default_policy=kw["drift_policy"],
-        force_managers=tuple(kw.get("force_managers") or DEFAULT_FORCE_MANAGERS),
-        field_manager=kw["field_manager"],
+        default_policy=flags.drift_policy,
+        force_managers=flags.force_managers,
+        field_manager=flags.field_manager,
     )
     applied = {k: body for k, body in desired.items() if k not in refused}
     # as in a sync: namespaces of MyApps to be created are looked up (GETs, no writes)
@@ -126,13 +130,13 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         applied,
         myapps,
         nslib.existing(kube, to_look_up(applied, myapps)),
-        create=kw["create_namespace"],
+        create=flags.create_namespace,
         instance=identity.name,
-        allowed=common.allowed(kw),
-        denied=common.denied(kw),
+        allowed=flags.allowed_namespaces,
+        denied=flags.denied_namespaces,
     )
     # the prune plan a sync carries out, guards and all, counting what it applies
-    guard = PruneGuard(kw["prune"], kw["allow_empty"], kw["prune_max_fraction"])
+    guard = PruneGuard(flags.prune, flags.allow_empty, flags.prune_max_fraction)
     pruning = plan_prune(
         desired,
         tracked_by(myapps.values(), label),

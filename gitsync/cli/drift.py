@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gitsync.cli import common
+from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     NAMESPACE_DEFAULT,
     cluster_options,
@@ -38,15 +39,17 @@ from gitsync.model.api import KIND
 @opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
 @output_option
 @expected_errors(2)
-def drift(output: str, namespace: str | None, status_namespace: str | None, **kw: Any) -> None:
+def drift(output: str, **kw: Any) -> None:
     """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
 
     The last sync is shown for the instance the flags name (as for sync), or for every
     instance in --status-namespace when they name none."""
-    named = bool(kw["instance_name"] or kw["instance_repo"] or kw["repo"])
-    identity = common.identity(kw)
-    kube = Kube.from_kubeconfig(kw.get("kubeconfig"), kw.get("context"))
-    status_namespace = status_namespace or kube.namespace
+    flags = parse(kw)
+    namespace = flags.namespace
+    named = bool(flags.instance_name or flags.instance_repo or flags.repo)
+    identity = common.identity(flags)
+    kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
+    status_namespace = flags.status_namespace or kube.namespace
     apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
     rows = drift_rows(apps)
     if named:

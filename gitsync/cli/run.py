@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from gitsync.cli import common
+from gitsync.cli.flags import RunFlags, parse_run
 from gitsync.cli.options import (
     F,
     cluster_options,
@@ -167,34 +168,34 @@ def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
     from gitsync.daemon.daemon import Daemon, DaemonOptions
 
-    secret = b""
-    if kw.get("webhook_secret_file"):
-        try:
-            secret = Path(kw["webhook_secret_file"]).read_bytes().strip()
-        except OSError as e:
-            raise ConfigError(f"cannot read --webhook-secret-file: {e.strerror}") from e
-    identity = common.identity(kw)  # before any connection: a bad --instance-name is a usage error
-    controller = common.controller(kw, workers=kw["workers"], namespace=kw.get("watch_namespace"))
-    syncer = common.syncer(kw, controller) if kw.get("repo") else None
+    flags, own = parse_run(kw)
+    # before any connection: a bad --instance-name is a usage error
+    identity = common.identity(flags)
+    kube = common.connect(flags)
+    namespaces = flags.namespaces(kube.namespace)
+    controller = common.controller(
+        flags, kube, workers=own.workers, namespace=flags.watch_namespace
+    )
+    syncer = common.syncer(flags, namespaces, controller, identity) if flags.repo else None
     metrics = metricslib.standard()
-    notifier = _notifier(kw, metrics)
+    notifier = _notifier(own, metrics)
     if notifier is not None:
         controller.events.listeners.append(notifier.on_event)
         notifier.start()
     options = DaemonOptions(
-        listen=kw["listen"],
-        interval=kw["interval"],
-        jitter=kw["jitter"],
-        leader_elect=kw["leader_elect"],
-        lease_namespace=kw["status_namespace"],
+        listen=own.listen,
+        interval=own.interval,
+        jitter=own.jitter,
+        leader_elect=own.leader_elect,
+        lease_namespace=namespaces.status,
         lease_name=identity.lease_name,
-        webhook_secret=secret,
-        webhook_rate=kw["webhook_rate"],
-        webhook_burst=kw["webhook_burst"],
-        http_request_timeout=kw["http_request_timeout"],
-        http_max_connections=kw["http_max_connections"],
-        ui=kw["ui"],
-        ui_allowed_hosts=tuple(kw["ui_allowed_hosts"]),
+        webhook_secret=own.webhook_secret,
+        webhook_rate=own.webhook_rate,
+        webhook_burst=own.webhook_burst,
+        http_request_timeout=own.http_request_timeout,
+        http_max_connections=own.http_max_connections,
+        ui=own.ui,
+        ui_allowed_hosts=own.ui_allowed_hosts,
     )
     code = Daemon(controller, syncer, options, metrics).run()
     if notifier is not None:
@@ -202,9 +203,7 @@ def run(**kw: Any) -> None:
     sys.exit(code)
 
 
-def _notifier(kw: dict[str, Any], metrics: metricslib.Metrics) -> Notifier | None:
-    if not kw.get("notify_url"):
+def _notifier(own: RunFlags, metrics: metricslib.Metrics) -> Notifier | None:
+    if not own.notify_url:
         return None
-    return Notifier.from_flags(
-        kw["notify_url"], kw.get("notify_secret_file"), kw["notify_format"], metrics
-    )
+    return Notifier.from_flags(own.notify_url, own.notify_secret_file, own.notify_format, metrics)

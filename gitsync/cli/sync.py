@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gitsync.cli import common
+from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     cluster_options,
     expected_errors,
@@ -28,13 +29,17 @@ from gitsync.cli.options import (
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
     """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
-    common.identity(kw)  # a bad --instance-name is reported before anything starts
-    controller = common.controller(kw)
+    flags = parse(kw)
+    # a bad --instance-name is reported before anything starts
+    identity = common.identity(flags)
+    kube = common.connect(flags)
+    namespaces = flags.namespaces(kube.namespace)
+    controller = common.controller(flags, kube)
     controller.myapps.start()
     controller.deployments.start()
     if not controller.wait_synced(60):
         fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
-    result = common.syncer(kw, controller).run()
+    result = common.syncer(flags, namespaces, controller, identity).run()
     if output == "text":
         for c in result.changes:
             if c.action != "unchanged":

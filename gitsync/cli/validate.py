@@ -8,11 +8,13 @@ from typing import Any
 import click
 
 from gitsync.cli import common
+from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     expected_errors,
     source_options,
     watch_namespace_option,
 )
+from gitsync.kube.kubeconfig import default_namespace
 
 
 @click.command()
@@ -21,8 +23,8 @@ from gitsync.cli.options import (
 @expected_errors(1)
 def validate(**kw: Any) -> None:
     """Check the manifests offline. Exit 0 when valid, 1 with the errors listed."""
-    common.namespaces(kw, None)
-    revision, loaded = common.load(kw)
+    flags = parse(kw)
+    revision, loaded = common.load(flags, flags.namespaces(default_namespace()).default)
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
     click.echo(

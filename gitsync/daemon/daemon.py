@@ -37,6 +37,9 @@ JOB_ID = "sync"
 SYNC_EXECUTOR = "sync"
 #: how long stop() waits for a deferred sync request already firing (one Lease update)
 LATER_JOIN_TIMEOUT = 10.0
+#: how long shutdown waits for each thread run() started: the leader's last step (its
+#: calls have the renew deadline, 10 s by default), the HTTP loop's last answers
+THREAD_JOIN_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class Daemon:
             )
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
+        #: the threads run() starts (HTTP, leader), joined when it returns
+        self._threads: list[threading.Thread] = []
         #: the deferred sync requests still waiting: stop() cancels every one
         self._later: set[threading.Timer] = set()
         self._later_lock = threading.Lock()
@@ -122,19 +127,23 @@ class Daemon:
     # --- lifecycle ---------------------------------------------------------------
 
     def run(self) -> int:
+        """Serve until :meth:`stop`; every thread started here, and APScheduler's, is
+        stopped and joined before it returns."""
         self._signals()
-        threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+        self._start(threading.Thread(target=self.http.serve_forever, name="http", daemon=True))
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
         self.schedule()
+        leading: threading.Thread | None = None
         if self.leader is not None:
             leader = self.leader
-            threading.Thread(
+            leading = threading.Thread(
                 target=leader.run,
                 args=(self.stop_event, self._on_leading, self._on_stopped_leading),
                 name="leader",
                 daemon=True,
-            ).start()
+            )
+            self._start(leading)
         else:
             self._on_leading()
         # wake up now and then: a signal delivered to another thread only runs its
@@ -142,14 +151,26 @@ class Daemon:
         while not self.stop_event.wait(0.5):
             pass
         log.info("shutting down")
-        # wait=True: the sync in progress finishes its current object
+        # wait=True: the sync in progress finishes its current object, and the
+        # scheduler's thread and the sync executor's are joined
         self.scheduler.shutdown(wait=True)
         self.controller.stop()
         if self.leader is not None:
+            if leading is not None:
+                # its last renewal done, release is the last word on the Lease
+                leading.join(THREAD_JOIN_TIMEOUT)
             # only now: the last write is done, so a standby cannot write alongside us
             self.leader.release()
         self.http.shutdown()
+        for t in self._threads:
+            t.join(THREAD_JOIN_TIMEOUT)
+            if t.is_alive():
+                log.warning("thread %s did not stop", t.name)
         return 0
+
+    def _start(self, thread: threading.Thread) -> None:
+        self._threads.append(thread)
+        thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -162,12 +183,20 @@ class Daemon:
 
         "Sync now" (:meth:`trigger`) moves the job's next run to now. A pass that runs
         may have fetched before the push that asks, so the request must give one more
-        pass after it, never one alongside it: the job runs on an executor of one thread
-        (passes queue, never overlap) and may have two instances, the running pass and
-        one waiting. A request while one waits is that one's: APScheduler skips it
-        (logging "maximum number of running instances reached (2)").
+        pass after it, never one alongside it.
         """
         if self.syncer is not None:
+            # APScheduler, kept for what these arguments give without timer code of ours
+            # (a loop of our own would be an Event and a wait: short, but ours to test):
+            # - an executor of one thread and max_instances=2: one pass runs, one more
+            #   waits, none alongside; a request while one waits is that one's
+            #   (APScheduler logs "maximum number of running instances reached (2)")
+            # - coalesce: run times that came due while a pass ran are one run, not a burst
+            # - jitter: replicas and instances polling one repository drift apart
+            # - misfire_grace_time=None: the waiting pass runs however long the one
+            #   before it took. A bound (the default is 1 s) drops it as "missed" once
+            #   that pass outlasts the bound, and must be whole seconds over 0, which
+            #   int(--interval) under 1 is not
             self.scheduler.add_job(
                 self.sync_once,
                 "interval",
@@ -177,7 +206,7 @@ class Daemon:
                 executor=SYNC_EXECUTOR,
                 max_instances=2,
                 coalesce=True,
-                misfire_grace_time=int(self.options.interval),
+                misfire_grace_time=None,
                 next_run_time=dt.datetime.now(dt.UTC),
             )
         self.scheduler.start()

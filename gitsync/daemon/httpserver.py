@@ -52,6 +52,8 @@ _CHUNK = 16384
 # closing: closing with unread data resets the connection, and the client may lose
 # the answer (a 413 sent before the body was read)
 _LINGER = 1.0
+#: how long the loop, stopping, waits for each worker's answer in progress
+WORKER_JOIN_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,9 @@ class Server:
                 self._close(conn)
             self._selector.close()
             self.server_close()
+            # the workers are this loop's: each ends after the answer it is working on
+            for w in workers:
+                w.join(WORKER_JOIN_TIMEOUT)
             self._stopped.set()
 
     def shutdown(self) -> None:

@@ -2,7 +2,8 @@
 
 The one result type of gitsync: ``gitsync diff`` builds a set from the plan (what a
 sync would do), a sync pass from what it did, both through the same planner
-(:func:`gitsync.engine.planner.decide` for each object, :func:`plan_prune` for what leaves).
+(:func:`gitsync.engine.planner.decide` for each object, :func:`plan_prune` for what leaves,
+over the guards of :func:`gitsync.engine.prune.guarded_plan`).
 The CLI prints a set, the sync state ConfigMap records it, the daemon exports its
 counts as metrics.
 
@@ -148,11 +149,12 @@ def plan_prune(
     manifests_ok: bool = True,
     applied: Collection[str] = (),
 ) -> ChangeSet:
-    """The prune plan of a pass: a ``pruned`` change per tracked MyApp (by key, live)
-    that Git no longer declares, or none and the guard's reason. ``applied``: the keys
-    of ``desired`` the pass applies (:func:`gitsync.engine.prune.plan_prune`). A skip is
-    reported only when something would go: a guard that holds back nothing is no news."""
-    p = prunelib.plan_prune(
+    """The prune plan of a pass as a change set: a ``pruned`` change per tracked MyApp
+    (by key, live) that Git no longer declares, or none and the guard's reason.
+    ``applied``: the keys of ``desired`` the pass applies
+    (:func:`gitsync.engine.prune.guarded_plan`). A skip is reported only when something
+    would go: a guard that holds back nothing is no news."""
+    p = prunelib.guarded_plan(
         desired,
         tracked,
         enabled=guard.enabled,

@@ -19,7 +19,7 @@ class PrunePlan:
     skipped: str | None = None
 
 
-def plan_prune(
+def guarded_plan(
     desired: Collection[str],
     tracked: Collection[str],
     *,
@@ -30,10 +30,11 @@ def plan_prune(
     max_fraction: float = 0.5,
     applied: Collection[str] = (),
 ) -> PrunePlan:
-    """Plan the deletion of ``tracked`` MyApps (those carrying this instance's source label)
-    that are not in ``desired``. ``applied``: the MyApps of ``desired`` the pass applies
-    (all but those it refuses or has no namespace for), which carry the label once it is
-    done."""
+    """The deletion of ``tracked`` MyApps (those carrying this instance's source label)
+    that are not in ``desired``, as the guards allow it: the keys, or none and why
+    (:func:`gitsync.engine.changeset.plan_prune` turns it into the pass's changes).
+    ``applied``: the MyApps of ``desired`` the pass applies (all but those it refuses or
+    has no namespace for), which carry the label once it is done."""
     if not enabled:
         return _skip("prune is disabled (--no-prune)")
     if not source_ok:

@@ -3,7 +3,20 @@ what the sync state ConfigMap records of it."""
 
 from __future__ import annotations
 
-from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
+from typing import Any
+
+import pytest
+
+from gitsync.engine.changeset import (
+    Change,
+    ChangeSet,
+    PruneGuard,
+    changes_of,
+    plan,
+    plan_prune,
+)
+from gitsync.engine.drift import DriftItem
+from gitsync.engine.planner import Decision, Step
 from gitsync.gitops.sync_state import SyncState, state_of
 from gitsync.model.api import Obj
 
@@ -82,3 +95,90 @@ def test_a_pass_that_changed_nothing_keeps_the_last_change() -> None:
     before = SyncState(last_change="1 created, 0 configured, 0 unchanged, 0 pruned")
     assert state_of(quiet, before).last_change == before.last_change
     assert state_of(quiet, before).result == "Succeeded"
+
+
+def _item(path: str, manager: str | None = "kubectl", *, conflict: bool = False) -> DriftItem:
+    smd = ("f:spec", f"f:{path.rsplit('.', 1)[-1]}")
+    return DriftItem("Deployment/shop/a", path, smd, 3, 2, manager=manager, conflict=conflict)
+
+
+def _step(action: Decision = "unchanged", **kw: Any) -> Step:
+    live = {"spec": {"replicas": 2}}
+    desired = {"spec": {"replicas": 3}}
+    return Step("Deployment/shop/a", action, kw.pop("live", live), desired, **kw)
+
+
+def test_a_change_compares_and_shows_without_the_objects() -> None:
+    bare = Change("MyApp/shop/a", "created")
+    assert bare.reason == "" and bare.to_json() == {
+        "object": "MyApp/shop/a",
+        "action": "created",
+        "changes": [],
+    }
+    # live and desired are for a unified diff: not what the change is
+    assert bare == Change("MyApp/shop/a", "created", live={"a": 1}, desired={"b": 2})
+    shown = repr(Change("MyApp/shop/a", "created", live={"secret": 1}, desired={"secret": 2}))
+    assert "secret" not in shown
+
+
+def test_a_pass_starts_empty() -> None:
+    empty = ChangeSet()
+    assert (empty.revision, empty.verification, empty.applied_commit, empty.accepted_once) == (
+        "",
+        "",
+        "",
+        "",
+    )
+    assert empty.summary() == "0 created, 0 configured, 0 unchanged, 0 pruned"
+    assert PruneGuard() == PruneGuard(enabled=True, allow_empty=False, max_fraction=0.5)
+
+
+def test_objects_and_findings_split_the_changes() -> None:
+    made = Change("MyApp/shop/a", "created")
+    drifted = Change("Deployment/shop/a", "drifted")
+    owned = Change("Deployment/shop/b", "conflict")
+    kept = Change("MyApp/shop/b", "unchanged")
+    both = ChangeSet(changes=[made, drifted, owned, kept])
+    assert both.objects() == [made, kept]
+    assert both.findings() == [drifted, owned]
+
+
+def test_drift_left_says_why_and_by_whom_sorted_by_path() -> None:
+    left = (_item("spec.z"), _item("spec.a", manager=None))
+    suspended = changes_of(_step(left=left, reason="suspended"))
+    assert suspended[0] == Change("Deployment/shop/a", "unchanged", reason="suspended")
+    assert suspended[1].paths == ("spec.a", "spec.z")
+    assert suspended[1].reason == "suspended: left as is (changed by kubectl)"
+    reported = changes_of(_step(left=(_item("spec.a", manager=None),)))
+    assert reported[1].reason == "driftPolicy report: left as is"
+
+
+def test_a_conflict_names_the_owner_or_a_question_mark() -> None:
+    found = changes_of(_step(left=(_item("spec.a", manager=None, conflict=True),)))
+    assert found[1].reason == "owned by ?, another controller: left to it"
+
+
+@pytest.mark.parametrize(
+    ("held", "reason"),
+    [
+        ((), "suspended"),
+        ((_item("spec.a"),), "suspended: 1 change from Git held back"),
+        ((_item("spec.a"), _item("spec.b")), "suspended: 2 changes from Git held back"),
+    ],
+)
+def test_suspend_holds_back_what_git_changed(held: tuple[DriftItem, ...], reason: str) -> None:
+    assert changes_of(_step(held=held, reason="suspended"))[0].reason == reason
+
+
+def test_a_correction_says_whose_change_it_took_back() -> None:
+    corrected = changes_of(_step("configured", corrected=(_item("spec.replicas"),)))
+    assert corrected[0].reason == "drift corrected (changed by kubectl)"
+    by_nobody = changes_of(_step("configured", corrected=(_item("spec.replicas", None),)))
+    assert by_nobody[0].reason == "drift corrected"
+    plain = changes_of(_step("configured"))
+    assert plain[0].reason == "" and plain[0].paths == ("spec.replicas",)
+
+
+def test_an_object_to_create_removes_nothing() -> None:
+    created = changes_of(_step("created", live=None, released=(("f:spec", "f:paused"),)))
+    assert created[0].paths == ("spec",)  # the whole spec is new; nothing is removed

@@ -129,3 +129,115 @@ def test_stop_cancels_every_deferred_sync_request(scheduled: tuple[Daemon, Gated
     started = [t for t in threading.enumerate() if t not in before and t not in timers]
     assert [t for t in started if isinstance(t, threading.Timer)] == []
     assert asked == []
+
+
+class FakeLeader:
+    """Leads at once; counts releases, and what ran after one."""
+
+    def __init__(self) -> None:
+        self.released = 0
+        self.steps_after_release = 0
+
+    def run(
+        self, stop: threading.Event, on_started: Callable[[], None], _on_stopped: object
+    ) -> None:
+        on_started()
+        while not stop.wait(0.05):
+            pass
+        time.sleep(0.2)  # a last step that outlasts stop: release must wait for it
+        self.steps_after_release += self.released
+
+    def is_leader(self) -> bool:
+        return not self.released
+
+    def release(self) -> None:
+        self.released += 1
+
+    def request_sync(self) -> bool:
+        return True
+
+
+def test_run_stops_and_joins_every_thread_it_starts() -> None:
+    """HTTP and its workers, the leader, APScheduler's scheduler and sync executor, the
+    controller's: each has an owner that stops and joins it, so none is left running
+    after run() returns."""
+    stopped: list[str] = []
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
+        wait_synced=lambda _timeout: True,
+        start=lambda: None,
+        resync=lambda: None,
+        stop=lambda: stopped.append("controller"),
+    )
+    syncer = GatedSyncer()
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
+    daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+    leader = FakeLeader()
+    daemon.leader = leader  # type: ignore[assignment]
+    before = set(threading.enumerate())
+    codes: list[int] = []
+    runner = threading.Thread(target=lambda: codes.append(daemon.run()), name="test-run")
+    runner.start()
+    wait_for(lambda: syncer.started == 1, "the first pass")
+    started = {t.name for t in threading.enumerate() if t not in before and t is not runner}
+    assert {"http", "leader"} <= started and any(n.startswith("http-") for n in started)
+    assert len(started) >= 5, started  # and APScheduler's two
+    daemon.stop()
+    syncer.finish_one()
+    runner.join(30)
+    assert not runner.is_alive() and codes == [0]
+    left = [t for t in threading.enumerate() if t not in before and t is not runner]
+    assert left == []
+    assert stopped == ["controller"]
+    assert (leader.released, leader.steps_after_release) == (1, 0)
+
+
+def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0),
+        wait_synced=lambda _timeout: True,
+    )
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=interval, jitter=0)
+    return Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+
+
+def _shut(daemon: Daemon, syncer: GatedSyncer) -> None:
+    daemon.stop()
+    for _ in range(5):
+        syncer.finish_one()
+    daemon.scheduler.shutdown(wait=True)
+    daemon.http.server_close()
+
+
+def test_a_request_waiting_behind_a_pass_longer_than_the_interval_runs_right_after_it() -> None:
+    """Dropped as "missed" when it starts late, the push it stands for would wait for
+    the next interval (here 1.5 s more) instead."""
+    syncer = GatedSyncer()
+    daemon = _daemon(syncer, interval=2)
+    daemon.schedule()
+    try:
+        wait_for(lambda: syncer.started == 1, "the first pass")
+        daemon.trigger()
+        time.sleep(2.5)  # the pass outlasts the interval
+        assert syncer.started == 1
+        syncer.finish_one()
+        deadline = time.monotonic() + 1.0
+        while syncer.started < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert syncer.started == 2
+    finally:
+        _shut(daemon, syncer)
+
+
+def test_an_interval_under_a_second_is_scheduled() -> None:
+    syncer = GatedSyncer()
+    daemon = _daemon(syncer, interval=0.5)
+    daemon.schedule()
+    try:
+        wait_for(lambda: syncer.started == 1, "the first pass")
+    finally:
+        _shut(daemon, syncer)

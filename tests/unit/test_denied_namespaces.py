@@ -10,12 +10,16 @@ import yaml
 from click.testing import CliRunner
 
 from gitsync.cli import main
-from gitsync.cli.common import denied as denied_of
+from gitsync.cli.flags import parse
 from gitsync.kube import kubeconfig
 from gitsync.model.schema import denied_by
 from gitsync.source.manifests import load
 
 DENIED = ("kube-*", "gitsync-system")
+
+
+def denied_of(flags: dict[str, str]) -> tuple[str, ...]:
+    return parse(flags).denied_namespaces
 
 
 def write_app(root: Path, name: str, namespace: str | None) -> None:

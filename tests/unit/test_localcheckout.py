@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from gitsync.cli import common
+from gitsync.cli.flags import parse
 from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.instance import resolve
 from gitsync.source.localcheckout import describe
@@ -76,7 +77,7 @@ def test_a_detached_head_has_no_branch(tmp_path: Path) -> None:
 
 def _identity(repo: Path, path: str = "apps", **kw: str) -> str:
     flags = {"repo": str(repo), "path": path, "ref": "main", "instance_name": "", **kw}
-    return common.identity(flags).name
+    return common.identity(parse(flags)).name
 
 
 def test_a_checkout_names_the_instance_of_the_repository_it_is_a_checkout_of(
@@ -104,7 +105,7 @@ def test_a_checkout_of_an_https_repository_names_the_daemon_of_that_url(tmp_path
     git(repo, "config", "branch.release.remote", "origin")
     git(repo, "config", "branch.release.merge", "refs/heads/main")
     daemon = resolve("", "https://git.example.com/platform/apps.git", "apps", "main")
-    found = common.identity({"repo": str(repo), "path": "apps", "ref": "main"})
+    found = common.identity(parse({"repo": str(repo), "path": "apps", "ref": "main"}))
     assert found.name == daemon.name
     # what this command line named before is adopted, not refused
     before = resolve("", str(repo), "apps", "main").name

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitsync.engine.prune import PrunePlan, plan_prune, too_many
+from gitsync.engine.prune import PrunePlan, guarded_plan, too_many
 
 TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
 
@@ -57,14 +57,14 @@ TRACKED = {"shop/a", "shop/b", "shop/c", "blog/d"}
         ({"shop/a"}, TRACKED, {"max_fraction": 1.0}, ("blog/d", "shop/b", "shop/c"), None),
     ],
 )
-def test_plan_prune(
+def test_guarded_plan(
     desired: set[str],
     tracked: set[str],
     kw: dict[str, bool | float],
     delete: tuple[str, ...],
     reason: str | None,
 ) -> None:
-    plan = plan_prune(desired, tracked, **kw)  # type: ignore[arg-type]
+    plan = guarded_plan(desired, tracked, **kw)  # type: ignore[arg-type]
     assert plan.delete == delete
     if reason is None:
         assert plan.skipped is None
@@ -73,7 +73,7 @@ def test_plan_prune(
 
 
 def test_guard_order_names_the_first_cause() -> None:
-    plan = plan_prune(set(), TRACKED, enabled=True, source_ok=False, manifests_ok=False)
+    plan = guarded_plan(set(), TRACKED, enabled=True, source_ok=False, manifests_ok=False)
     assert plan == PrunePlan(delete=(), skipped="the Git fetch failed")
 
 
@@ -101,7 +101,7 @@ def test_fraction_boundary(gone: int, tracked: int, fraction: float, refused: bo
     assert too_many(gone, tracked, fraction) is refused
     names = {f"ns/app{i}" for i in range(tracked)}
     desired = set(sorted(names)[gone:]) | {"ns/new"}
-    plan = plan_prune(desired, names, max_fraction=fraction)
+    plan = guarded_plan(desired, names, max_fraction=fraction)
     assert (plan.skipped is not None) is refused
     assert len(plan.delete) == (0 if refused else gone)
 
@@ -110,12 +110,12 @@ def test_fraction_boundary(gone: int, tracked: int, fraction: float, refused: bo
 def test_the_one_tracked_myapp_is_all_of_them(max_fraction: float) -> None:
     # 1 of 1 is 100 %: over any fraction below 1, however few MyApps there are
     assert too_many(1, 1, max_fraction)
-    plan = plan_prune([], ["ns/web"], allow_empty=True, max_fraction=max_fraction)
+    plan = guarded_plan([], ["ns/web"], allow_empty=True, max_fraction=max_fraction)
     assert plan.delete == ()
     assert plan.skipped == (
         f"1 of 1 tracked MyApps would be deleted, {max_fraction:.0%} or more (--prune-max-fraction)"
     )
     # with a MyApp applied in its place, half are deleted: under these fractions
-    assert plan_prune(
+    assert guarded_plan(
         ["ns/api"], ["ns/web"], applied=["ns/api"], max_fraction=max_fraction
     ) == PrunePlan(delete=("ns/web",))
