@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle cluster cluster-down lint typecheck unit integration faults fuzz mutation test demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test demo run bench clean
 
 all: test
 
@@ -44,6 +44,10 @@ peers: $(STAMP)
 # bundle/ (the OLM bundle) generated from deploy/ and crds/
 bundle: $(STAMP)
 	$(PY) -m release.bundle
+
+# gitsync/model/crd_schema.py, the CRD's schema as the checker reads it, generated from crds/
+crd-schema: $(STAMP)
+	$(PY) -m release.crd_schema
 
 cluster: $(STAMP)
 	$(PY) -m testenv.cluster up

@@ -41,7 +41,13 @@ from gitsync.model.api import (
     Obj,
     subject,
 )
-from gitsync.model.render import CONTAINER_NAME, desired_myapp, render
+from gitsync.model.render import (
+    CONTAINER_NAME,
+    DEFAULT_REPLICAS,
+    FROM_SPEC,
+    desired_myapp,
+    render,
+)
 
 OriginKind = Literal["git", "drift", "conflict", "rendered", "default"]
 _CONTAINER: Final = (
@@ -50,6 +56,11 @@ _CONTAINER: Final = (
     "f:spec",
     "f:containers",
     f'k:{{"name":"{CONTAINER_NAME}"}}',
+)
+#: where each row of render's FROM_SPEC lands, as an SMD path
+_FROM_SPEC: Final = tuple(
+    ((*(("f:spec",) if row.into == "spec" else _CONTAINER), f"f:{row.key}"), row)
+    for row in FROM_SPEC
 )
 
 
@@ -261,23 +272,17 @@ def _deployment_rows(
 
 
 def rendered_from(path: Path) -> Path | None:
-    """The MyApp field a Deployment field is rendered from (see :func:`render.render`),
-    or None for what gitsync derives from the MyApp's identity."""
-    if path == ("f:spec", "f:replicas"):
-        return ("f:spec", "f:replicas")
-    if path[: len(_CONTAINER)] != _CONTAINER:
-        if "f:ownerReferences" in path or path[-1] == f"f:{MANAGED_BY_LABEL}":
-            return None  # the MyApp's uid, gitsync's own label
-        # the other labels and the selector are the MyApp's name
-        return ("f:metadata", "f:name")
-    rest = path[len(_CONTAINER) :]
-    if rest[:1] == ("f:image",):
-        return ("f:spec", "f:image")
-    if rest[:1] == ("f:ports",):
-        return ("f:spec", "f:port")
-    if rest[:1] in (("f:env",), ("f:resources",)):
-        return ("f:spec", *rest)
-    return None  # the container's name: a constant
+    """The MyApp field a Deployment field is rendered from (render's ``FROM_SPEC``), or
+    None for what gitsync derives from the MyApp's identity."""
+    for at, row in _FROM_SPEC:
+        if path[: len(at)] == at:
+            return ("f:spec", f"f:{row.field}", *(path[len(at) :] if row.same_shape else ()))
+    if path[: len(_CONTAINER)] == _CONTAINER:
+        return None  # the container's name: a constant
+    if "f:ownerReferences" in path or path[-1] == f"f:{MANAGED_BY_LABEL}":
+        return None  # the MyApp's uid, gitsync's own label
+    # the other labels and the selector are the MyApp's name
+    return ("f:metadata", "f:name")
 
 
 def _rendered_origin(
@@ -292,7 +297,8 @@ def _rendered_origin(
         # the live MyApp's value, wherever that came from (a kubectl edit of the MyApp too)
         return replace(row.origin, via=via)
     if source == ("f:spec", "f:replicas"):
-        return Origin("default", via=via, note="the MyApp sets no replicas: default 1")
+        note = f"the MyApp sets no replicas: default {DEFAULT_REPLICAS}"
+        return Origin("default", via=via, note=note)
     if source == ("f:metadata", "f:name"):
         return replace(_git_origin(git, source, myapp), via=via)
     return Origin("rendered", via=via, note="set by gitsync")

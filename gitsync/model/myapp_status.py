@@ -15,11 +15,14 @@ from typing import Any, Final
 
 from gitsync.model import stored
 from gitsync.model.api import Obj
+from gitsync.model.crd_schema import OPENAPI_V3_SCHEMA
 
 #: ``status.drift`` entries written (the CRD's maxItems); the Drifted condition counts
 #: the rest. Unbounded, drift of a large MyApp (every env value, desired and live) made
 #: the object too large to store, and every status write failed
-MAX_DRIFT_ENTRIES: Final = 50
+MAX_DRIFT_ENTRIES: Final[int] = OPENAPI_V3_SCHEMA["properties"]["status"]["properties"]["drift"][
+    "maxItems"
+]
 #: bytes (as stored) of one entry's path, desired or live value; a longer one is cut to
 #: its start (a string saying how much was cut), and the Drifted condition counts them
 MAX_DRIFT_VALUE_BYTES: Final = 1024

@@ -9,18 +9,23 @@ an unchanged object is never written.
 from __future__ import annotations
 
 import copy
-from typing import Any, Final
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from gitsync.model.api import API_VERSION, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj, subject
+from gitsync.model.crd_schema import OPENAPI_V3_SCHEMA
 from gitsync.model.integers import as_integer
 from gitsync.model.quantity import resource_quantity
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
 CONTAINER_NAME: Final = "app"
-DEFAULT_REPLICAS: Final = 1
+_SPEC_SCHEMA: Final = OPENAPI_V3_SCHEMA["properties"]["spec"]["properties"]
+#: what the API server stores for a MyApp without replicas (the CRD defaults it)
+DEFAULT_REPLICAS: Final[int] = _SPEC_SCHEMA["replicas"]["default"]
 #: spec fields the CRD types as integers (gitsync.model.integers says what stands for one)
-_INT_SPEC_FIELDS: Final = ("replicas", "port")
+_INT_SPEC_FIELDS: Final = tuple(k for k, v in _SPEC_SCHEMA.items() if v.get("type") == "integer")
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -46,19 +51,22 @@ def render(myapp: Obj) -> Obj:
         metadata["namespace"] = meta["namespace"]
     if meta.get("uid"):
         metadata["ownerReferences"] = [_owner_reference(name, meta["uid"])]
-    replicas = spec.get("replicas")
+    deployment_spec: Obj = {}
+    container: Obj = {"name": CONTAINER_NAME}
+    for row in FROM_SPEC:
+        value = row.build(spec.get(row.field), who)
+        if value not in (None, [], {}):  # an unset field sets nothing
+            (deployment_spec if row.into == "spec" else container)[row.key] = value
+    deployment_spec["selector"] = {"matchLabels": selector_labels(name)}
+    deployment_spec["template"] = {
+        "metadata": {"labels": selector_labels(name)},
+        "spec": {"containers": [container]},
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": metadata,
-        "spec": {
-            "replicas": DEFAULT_REPLICAS if replicas is None else _int(replicas, who, "replicas"),
-            "selector": {"matchLabels": selector_labels(name)},
-            "template": {
-                "metadata": {"labels": selector_labels(name)},
-                "spec": {"containers": [_container(spec, who)]},
-            },
-        },
+        "spec": deployment_spec,
     }
 
 
@@ -122,22 +130,25 @@ def _owner_reference(name: str, uid: str) -> Obj:
     }
 
 
-def _container(spec: Obj, who: str) -> Obj:
-    image = spec.get("image")
-    if not isinstance(image, str) or not image:
+def _replicas(value: Any, who: str) -> int:
+    return DEFAULT_REPLICAS if value is None else _int(value, who, "replicas")
+
+
+def _image(value: Any, who: str) -> str:
+    if not isinstance(value, str) or not value:
         raise ValueError(f"{who}: spec.image is required")
-    container: Obj = {"name": CONTAINER_NAME, "image": image}
-    if spec.get("port") is not None:
-        port = _int(spec["port"], who, "port")
-        # the server defaults protocol; setting it keeps desired == stored
-        container["ports"] = [{"containerPort": port, "protocol": "TCP"}]
-    env = [_env_var(item, who) for item in spec.get("env") or []]
-    if env:
-        container["env"] = env
-    resources = _resources(spec.get("resources") or {}, who)
-    if resources:
-        container["resources"] = resources
-    return container
+    return value
+
+
+def _ports(value: Any, who: str) -> list[Obj] | None:
+    if value is None:
+        return None
+    # the server defaults protocol; setting it keeps desired == stored
+    return [{"containerPort": _int(value, who, "port"), "protocol": "TCP"}]
+
+
+def _env(value: Any, who: str) -> list[Obj]:
+    return [_env_var(item, who) for item in value or []]
 
 
 def _env_var(item: Any, who: str) -> Obj:
@@ -151,7 +162,8 @@ def _env_var(item: Any, who: str) -> Obj:
     return var
 
 
-def _resources(resources: Obj, who: str) -> Obj:
+def _resources(value: Any, who: str) -> Obj:
+    resources = value or {}
     out: Obj = {}
     for part in ("limits", "requests"):
         quantities = resources.get(part) or {}
@@ -178,3 +190,31 @@ def _int_fields(spec: Obj) -> Obj:
             # anything else is left for validation to refuse
             spec[field] = spec[field] if converted is None else converted
     return spec
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Where one MyApp spec field lands in the Deployment, and how."""
+
+    #: the MyApp's spec field
+    field: str
+    #: the Deployment's spec, or its one container
+    into: Literal["spec", "container"]
+    #: the key the field sets there
+    key: str
+    #: (the MyApp's value or None, the MyApp's subject) -> the value; None or empty: unset
+    build: Callable[[Any, str], Any]
+    #: below ``key`` the value has the MyApp field's own shape (env items by name,
+    #: resources by part and name), so a path below it maps one to one
+    same_shape: bool = False
+
+
+#: the MyApp -> Deployment mapping, stated once: render follows it, and blame
+#: (gitsync.engine.blame.rendered_from) traces a Deployment field back through it
+FROM_SPEC: Final = (
+    Rendered("replicas", "spec", "replicas", _replicas),
+    Rendered("image", "container", "image", _image),
+    Rendered("port", "container", "ports", _ports),
+    Rendered("env", "container", "env", _env, same_shape=True),
+    Rendered("resources", "container", "resources", _resources, same_shape=True),
+)

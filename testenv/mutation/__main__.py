@@ -71,6 +71,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_instance.py", "test_render.py", "test_changeset.py")),
         f"{_U}test_plan.py",
     ),
+    "gitsync/model/crd_schema.py": (f"{_U}test_crd_schema.py",),
     "gitsync/model/instance.py": (
         *(f"{_U}{t}" for t in ("test_instance.py", "test_namespaces.py")),
         f"{_U}test_denied_namespaces.py",
@@ -95,10 +96,20 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_drift.py", "test_drift_attribution.py")),
         *(f"{_U}{t}" for t in ("test_managedfields.py", "test_plan.py")),
     ),
+    "gitsync/model/problems.py": (
+        *(f"{_U}{t}" for t in ("test_manifests.py", "test_crd_schema.py")),
+        f"{_F}test_loader.py",
+        f"{_U}test_validate_cli.py",
+    ),
     "gitsync/model/schema.py": (
         *(f"{_U}{t}" for t in ("test_instance.py", "test_denied_namespaces.py")),
         f"{_F}test_loader.py",
         *(f"{_U}{t}" for t in ("test_manifests.py", "test_validate_cli.py")),
+    ),
+    "gitsync/model/spec_schema.py": (
+        *(f"{_U}{t}" for t in ("test_crd_schema.py", "test_manifests.py")),
+        f"{_F}test_loader.py",
+        f"{_U}test_validate_cli.py",
     ),
     "gitsync/model/stored.py": (f"{_U}test_status.py", f"{_U}test_manifests.py"),
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
