@@ -145,16 +145,16 @@ def test_objects_and_findings_split_the_changes() -> None:
 
 def test_drift_left_says_why_and_by_whom_sorted_by_path() -> None:
     left = (_item("spec.z"), _item("spec.a", manager=None))
-    suspended = changes_of(_step(left=left, reason="suspended"))
+    suspended = changes_of(_step(drift=left, reason="suspended"))
     assert suspended[0] == Change("Deployment/shop/a", "unchanged", reason="suspended")
     assert suspended[1].paths == ("spec.a", "spec.z")
     assert suspended[1].reason == "suspended: left as is (changed by kubectl)"
-    reported = changes_of(_step(left=(_item("spec.a", manager=None),)))
+    reported = changes_of(_step(drift=(_item("spec.a", manager=None),)))
     assert reported[1].reason == "driftPolicy report: left as is"
 
 
 def test_a_conflict_names_the_owner_or_a_question_mark() -> None:
-    found = changes_of(_step(left=(_item("spec.a", manager=None, conflict=True),)))
+    found = changes_of(_step(drift=(_item("spec.a", manager=None, conflict=True),)))
     assert found[1].reason == "owned by ?, another controller: left to it"
 
 
