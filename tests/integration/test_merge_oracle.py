@@ -544,8 +544,14 @@ def test_the_preview_of_an_apply_is_the_servers_merge(
     note(f"body (force={step.force}): {json.dumps(step.body, sort_keys=True)}")
     try:
         result = dry_run(kube, case.kind, namespace, name, step.body, step.force)
-    except (APIConflictError, APIInvalidError) as e:
+    except APIConflictError as e:
         pytest.fail(f"the server refuses the body decide sends: {e}")
+    except APIInvalidError:
+        # the merge is right and its result invalid: the server removes our field of an
+        # item another manager keeps (a container left without its image, a MyApp's
+        # env left null). A sync fails there alike; nothing to compare a preview with
+        event("the merged object is invalid: the server refuses the apply")
+        return
     note(f"server: {json.dumps(result, sort_keys=True)}")
     predicted = after(step)
     note(f"after: {json.dumps(predicted, sort_keys=True)}")
