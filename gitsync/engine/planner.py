@@ -301,8 +301,14 @@ def after(step: Step) -> Obj:
 
 
 def released(live: Obj, body: Obj, field_manager: str) -> tuple[Path, ...]:
-    """The paths only ``field_manager`` owns in ``live`` that ``body`` no longer sets,
-    outermost only (a removed list item stands for its fields), sorted."""
+    """The paths the apply of ``body`` removes from ``live``, outermost only (a removed
+    list item stands for its fields), sorted.
+
+    Server-side apply's prune: a path goes when ``field_manager``'s last apply set it,
+    or set something below it (a field on the way there: ``spec.env`` for an env item),
+    and no manager owns it or anything below it once this body is applied. So when the
+    last of our env items goes, ``env`` itself goes, not only the item: the server
+    leaves no empty ``env: []`` or ``requests: {}`` behind (seen on the real server)."""
     mine: set[Path] = set()
     others: set[Path] = set()
     for owner, leaves in owner_sets(live.get("metadata", {}).get("managedFields") or []):
@@ -311,8 +317,36 @@ def released(live: Obj, body: Obj, field_manager: str) -> tuple[Path, ...]:
                 mine |= leaves
         else:
             others |= leaves  # an HPA's Update of /scale holds spec.replicas too
-    gone = mine - others - fields_of(body)
+    owned = _with_fields_above(others | fields_of(body))
+    gone = {p for p in _with_fields_above(mine) - owned if _holds(live, p)}
     return tuple(sorted(p for p in gone if not any(p[:n] in gone for n in range(1, len(p)))))
+
+
+def _with_fields_above(paths: set[Path]) -> set[Path]:
+    """``paths`` and every field above one of them (not the list items on the way:
+    structured-merge-diff makes only named fields members of the set it prunes by)."""
+    out = set(paths)
+    for path in paths:
+        out.update(path[:n] for n in range(1, len(path)) if path[n - 1].startswith("f:"))
+    return out
+
+
+def _holds(obj: Obj, path: Path) -> bool:
+    """Whether ``obj`` has something at ``path`` (a null counts: it is a value there)."""
+    node: Any = obj
+    for element in path:
+        if isinstance(node, dict) and element.startswith("f:") and element[2:] in node:
+            node = node[element[2:]]
+        elif isinstance(node, list) and element.startswith("k:"):
+            node = next((it for it in node if _matches(it, element)), _MISSING)
+            if node is _MISSING:
+                return False
+        else:
+            return False
+    return True
+
+
+_MISSING: Final[Any] = object()
 
 
 def _merge(live: Any, body: Any, key: str) -> Any:

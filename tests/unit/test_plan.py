@@ -276,7 +276,8 @@ def test_the_deployment_is_planned_from_the_myapp_as_it_will_be() -> None:
     assert set(changes_of(deployment)[0].paths) == {
         IMAGE,
         "spec.replicas",
-        "spec.template.spec.containers[name=app].ports[containerPort=80,protocol=TCP]",
+        # its only port gone, the apply removes the ports field itself
+        "spec.template.spec.containers[name=app].ports",
     }
 
 
@@ -368,16 +369,14 @@ def test_a_field_dropped_from_git_is_removed_though_live_still_holds_every_desir
     step = decide("Deployment/web", dep(), live, policy())
     # the projection of live on desired equals desired: only the stamp says it moved
     assert step.action == "configured" and step.body is not None
-    port = (
-        *("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}'),
-        *("f:ports", 'k:{"containerPort":80,"protocol":"TCP"}'),
-    )
-    assert step.released == (port,)
+    # the only port: the apply removes the ports field with it (as the server does)
+    ports = (*("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}'), "f:ports")
+    assert step.released == (ports,)
     [change] = changes_of(step)
     assert [(c.path, c.old, c.new) for c in change.diff] == [
         (
-            "spec.template.spec.containers[name=app].ports[containerPort=80,protocol=TCP]",
-            {"containerPort": 80, "protocol": "TCP"},
+            "spec.template.spec.containers[name=app].ports",
+            [{"containerPort": 80, "protocol": "TCP"}],
             None,
         )
     ]
@@ -435,3 +434,44 @@ def test_policy_for_suspends_the_deployment_and_never_the_myapps_comparison() ->
     assert policy_for(app, Settings()).suspended
     assert not policy_for(app, Settings(), suspendable=False).suspended
     assert not policy_for(app, Settings()).correct
+
+
+# found by tests/integration/test_merge_oracle.py against the real server: when the last
+# thing gitsync set in a field goes, the apply removes the field itself, not only the item
+def test_the_last_env_item_dropped_from_git_takes_the_env_field_with_it() -> None:
+    live = applied({**APP, "spec": {**APP["spec"], "env": envs("A")}})
+    step = decide("MyApp/web", APP, live, policy())
+    assert step.released == (("f:spec", "f:env"),)
+    assert "env" not in after(step)["spec"]  # the server stores no env: [] either
+
+
+def test_a_container_port_dropped_from_git_takes_the_ports_field_with_it() -> None:
+    live = applied(dep(port=80))
+    step = decide("Deployment/web", dep(), live, policy())
+    app = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+    assert step.released == ((*app, "f:ports"),)
+    [container] = after(step)["spec"]["template"]["spec"]["containers"]
+    assert "ports" not in container
+
+
+def test_a_field_another_manager_still_holds_something_in_stays() -> None:
+    # gitsync's B goes; kubectl-edit's A keeps the env field (and itself)
+    live = applied({**APP, "spec": {**APP["spec"], "env": envs("B")}})
+    live["spec"]["env"] = envs("A", "B")
+    live["metadata"]["managedFields"].append(
+        {
+            "manager": "kubectl-edit",
+            "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:env": {'k:{"name":"A"}': {".": {}, "f:name": {}}}}},
+        }
+    )
+    step = decide("MyApp/web", APP, live, policy())
+    assert step.released == (("f:spec", "f:env", 'k:{"name":"B"}'),)
+    assert [e["name"] for e in after(step)["spec"]["env"]] == ["A"]
+
+
+def test_a_resources_map_emptied_by_git_goes_whole() -> None:
+    git = {**APP, "spec": {**APP["spec"], "resources": {"requests": {"cpu": "100m"}}}}
+    step = decide("MyApp/web", APP, applied(git), policy())
+    assert step.released == (("f:spec", "f:resources"),)
+    assert "resources" not in after(step)["spec"]
