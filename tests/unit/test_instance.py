@@ -7,11 +7,15 @@ from gitsync.model.api import ADOPT_ANNOTATION, SOURCE_LABEL
 from gitsync.model.instance import (
     OPERATOR_ONLY,
     Instance,
+    canonical_url,
     check_name,
     default_name,
     handed_over,
     legacy_label,
     made_by_hand,
+    not_adopted,
+    refusal,
+    refusal_of,
     resolve,
 )
 from gitsync.model.schema import is_dns_label
@@ -203,3 +207,70 @@ def test_a_renamed_instance_adopts_the_myapps_of_its_old_name(
 def test_an_unchanged_name_carries_no_old_name() -> None:
     me = resolve("", URL, "apps", "main")
     assert me.legacy_labels == {legacy_label(URL, "apps")}
+
+
+ME = resolve("", URL, "apps", "main")
+
+
+def _labelled(value: str | None, adopt_annotation: str | None = None) -> dict[str, object]:
+    meta: dict[str, object] = {"labels": {SOURCE_LABEL: value} if value is not None else {}}
+    if adopt_annotation is not None:
+        meta["annotations"] = {ADOPT_ANNOTATION: adopt_annotation}
+    return {"metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("live", "adopt", "reason"),
+    [
+        (None, False, None),  # not there: created
+        (_labelled(ME.name), False, None),  # ours
+        (_labelled(legacy_label(URL, "apps")), False, None),  # ours, by its old label
+        (_labelled("other-instance"), False, "OwnedByAnotherInstance"),
+        (_labelled("other-instance"), True, "OwnedByAnotherInstance"),  # --adopt: hand-made only
+        (_labelled(None), False, "NotAdopted"),
+        (_labelled(""), False, "NotAdopted"),
+        (_labelled(None), True, None),
+        (_labelled(None, "true"), False, None),
+        (_labelled(None, "yes"), False, "NotAdopted"),
+    ],
+)
+def test_refusal_of(live: dict[str, object] | None, adopt: bool, reason: str | None) -> None:
+    refused = refusal_of(ME, "MyApp/shop/web", live, adopt)
+    assert (refused.reason if refused is not None else None) == reason
+    if refused is not None:
+        assert refused.message.startswith("MyApp/shop/web ")
+        if reason == "OwnedByAnotherInstance":
+            assert refused.message == refusal("MyApp/shop/web", "other-instance", ME.name)
+            assert "'other-instance'" in refused.message and repr(ME.name) in refused.message
+        else:
+            assert refused.message == not_adopted("MyApp/shop/web")
+            assert "made by hand" in refused.message and ADOPT_ANNOTATION in refused.message
+
+
+def test_adopting_adds_other_names_but_never_its_own() -> None:
+    adopted = ME.adopting({ME.name, "old-name"})
+    assert adopted.name == ME.name
+    assert adopted.legacy_labels == ME.legacy_labels | {"old-name"}
+    assert adopted.owner_of(_labelled("old-name")) is None
+    assert ME.owner_of(_labelled("old-name")) == "old-name"
+
+
+def test_a_long_repository_name_is_cut_to_a_63_character_label() -> None:
+    name = default_name("https://git.example.com/" + "a" * 80, ".", "main")
+    assert len(name) == 63 and name.startswith("a" * 52 + "-")
+    assert is_dns_label(name)
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        # a transport git has no default port for: as gitsync spelled it before
+        ("ftp://Host/Repo.git/", "ftp://host/Repo"),
+        # a port that is no number names no host and port: left as it was spelled
+        ("https://Host:abc/x/", "https://host:abc/x"),
+        # a relative directory: only its slashes and .git are tidied
+        ("apps//repo.git/", "apps/repo"),
+    ],
+)
+def test_canonical_url_of_what_is_no_known_transport(url: str, canonical: str) -> None:
+    assert canonical_url(url) == canonical
