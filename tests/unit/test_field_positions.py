@@ -122,6 +122,11 @@ CANONICAL: list[Any] = [
         id="container resources",
     ),
     pytest.param(
+        {"spec": {"resources": {"limits": {"cpu": "lots", "memory": "1Gi"}}}},
+        {"spec": {"resources": {"limits": {"cpu": "lots", "memory": "1Gi"}}}},
+        id="an invalid quantity stays as written",
+    ),
+    pytest.param(
         {"spec": {"template": {"spec": {"resources": {"limits": {"cpu": "1000m"}}}}}},
         {"spec": {"template": {"spec": {"resources": {"limits": {"cpu": "1000m"}}}}}},
         id="a map named resources elsewhere",
@@ -264,3 +269,10 @@ def test_a_key_default_holds_where_its_list_is_only() -> None:
 
 def test_leaves_name_items_of_keyed_lists_only() -> None:
     assert leaves(ENV_ELSEWHERE) == [("f:spec", "f:template", "f:spec", "f:env")]
+
+
+def test_an_item_without_its_key_is_no_item_of_a_keyed_list() -> None:
+    # the server refuses such a body, so there is nothing to compare it with
+    desired = render(MYAPP)
+    desired["spec"]["template"]["spec"]["containers"].append({"image": "sidecar:1"})
+    assert drift_items("Deployment/web", desired, live_deployment()) == []
