@@ -90,11 +90,11 @@ def test_every_position_is_one_of_a_myapp_or_its_deployment(position: str) -> No
 
 
 @pytest.mark.parametrize("position", ALL_POSITIONS)
-def test_a_list_item_is_written_after_a_keyed_list_only(position: str) -> None:
+def test_a_list_item_is_written_after_a_keyed_list_and_only_there(position: str) -> None:
     parts = position.split(".")
-    for i, part in enumerate(parts):
-        if part.endswith("[]"):
-            assert ".".join([*parts[:i], part.removesuffix("[]")]) in LIST_KEYS, position
+    for i, part in enumerate(parts[:-1]):
+        keyed = ".".join([*parts[:i], part.removesuffix("[]")]) in LIST_KEYS
+        assert part.endswith("[]") == keyed, position
     # the table's own key is the list, not its items
     assert not position.endswith("[]")
 
