@@ -16,6 +16,7 @@ from typing import Any, Final
 import yaml
 
 from gitsync.engine.drift import canonicalise, comparable, project
+from gitsync.engine.fieldrules import ROOT, Rule
 from gitsync.engine.managedfields import human_path, item_key, key_element
 from gitsync.model.api import Obj
 
@@ -86,18 +87,35 @@ def _change(report: str, level: Any) -> Change | None:
 
 
 def _same_item(x: Any, y: Any, level: Any = None) -> bool:
-    """Match the items of a keyed list by their key (``managedfields.LIST_KEYS``: the
+    """Match the items of a keyed list by their key (``fieldrules.LIST_KEYS``: the
     table the API server's field ownership uses too), not by index. ``level`` is the
-    list's; its field name says which key."""
+    list's; its position in the object says which key."""
     from deepdiff.helper import CannotCompare  # imported by changes() already
 
-    up = getattr(level, "up", None)
-    rel = None if up is None else (up.t2_child_rel or up.t1_child_rel)
-    field = "" if rel is None else str(rel.param)
-    key_x, key_y = item_key(field, x), item_key(field, y)
+    at = _rule_of(level)
+    key_x, key_y = item_key(at, x), item_key(at, y)
     if key_x is None or key_y is None:
         raise CannotCompare()  # deepdiff then compares by index
     return key_x == key_y
+
+
+def _rule_of(level: Any) -> Rule:
+    """The rule at a deepdiff level's position: the field names on the way up from it,
+    list indices skipped (an item is at its list's position)."""
+    from deepdiff.helper import notpresent  # imported by changes() already
+
+    names: list[str] = []
+    node = level
+    while getattr(node, "up", None) is not None:
+        up = node.up
+        if not isinstance(up.t2 if up.t2 is not notpresent else up.t1, list):
+            rel = up.t2_child_rel or up.t1_child_rel
+            names.append(str(rel.param))
+        node = up
+    at = ROOT
+    for name in reversed(names):
+        at = at.child(name)
+    return at
 
 
 def _level_path(level: Any) -> str:
@@ -109,17 +127,18 @@ def _level_path(level: Any) -> str:
     from deepdiff.helper import notpresent  # imported by changes() already
 
     out: list[str] = []
-    field = ""
+    at = ROOT
     node = level.all_up
     while node.down is not None:
         child = node.down
         rel = node.t2_child_rel or node.t1_child_rel
         if isinstance(node.t2 if node.t2 is not notpresent else node.t1, list):
             item = child.t2 if child.t2 is not notpresent else child.t1
-            key = item_key(field, item)
+            key = item_key(at, item)
             out.append(key_element(key) if key is not None else f"i:{rel.param}")
         else:
             field = str(rel.param)
+            at = at.child(field)
             out.append(f"f:{field}")
         node = child
     return human_path(tuple(out))

@@ -15,10 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from gitsync.engine.fieldrules import NO_RULES, ROOT, Rule
 from gitsync.engine.managedfields import (
-    ATOMIC_ITEMS,
-    KEY_DEFAULTS,
-    LIST_KEYS,
     Owner,
     Path,
     human_path,
@@ -32,8 +30,6 @@ from gitsync.model.api import DEFAULT_FORCE_MANAGERS, FIELD_MANAGER, Obj
 from gitsync.model.integers import as_integer
 from gitsync.model.quantity import resource_quantity
 
-#: integer fields: compared as the integers they stand for (gitsync.model.integers)
-INT_FIELDS: Final = frozenset({"replicas", "port", "containerPort"})
 #: the metadata gitsync sets and compares; the rest is identity or the server's
 COMPARED_METADATA: Final = ("labels", "annotations", "ownerReferences")
 _IGNORED_TOP: Final = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -67,46 +63,46 @@ def comparable(desired: Obj) -> Obj:
     return out
 
 
-def project(live: Obj, desired: Obj) -> Obj:
-    """``live`` restricted to the structure of ``desired``.
+def project(live: Obj, desired: Obj, at: Rule = ROOT) -> Obj:
+    """``live`` restricted to the structure of ``desired``; both are at position ``at``
+    of an object (:mod:`gitsync.engine.fieldrules`), by default its top.
 
     Dicts by key; keyed lists item by item by their key; other lists whole. What live
     lacks is absent. Values are shared with ``live``, not copied.
     """
     out: Obj = {}
+    fields = at.fields
     for key, want in desired.items():
         if key in live:
-            out[key] = _project_value(key, live[key], want)
+            out[key] = _project_value(fields.get(key, NO_RULES), live[key], want)
     return out
 
 
-def _project_value(key: str, have: Any, want: Any) -> Any:
+def _project_value(rule: Rule, have: Any, want: Any) -> Any:
     if isinstance(want, dict) and isinstance(have, dict):
-        return project(have, want)
-    if isinstance(want, list) and isinstance(have, list) and key in LIST_KEYS:
-        return _project_items(key, have, want)
+        return project(have, want, rule)
+    if isinstance(want, list) and isinstance(have, list) and rule.keys:
+        return _project_items(rule, have, want)
     return have
 
 
-def _project_items(key: str, have: list[Any], want: list[Any]) -> list[Any]:
-    names = LIST_KEYS[key]
-    index = {_key_tuple(names, item): item for item in have if isinstance(item, dict)}
+def _project_items(rule: Rule, have: list[Any], want: list[Any]) -> list[Any]:
+    index = {_key_tuple(rule, item): item for item in have if isinstance(item, dict)}
     out: list[Any] = []
     for item in want:
-        match = index.get(_key_tuple(names, item)) if isinstance(item, dict) else None
+        match = index.get(_key_tuple(rule, item)) if isinstance(item, dict) else None
         if match is not None:
-            out.append(project(match, item) if isinstance(item, dict) else match)
+            out.append(project(match, item, rule))
     return out
 
 
-def _key_tuple(names: tuple[str, ...], item: Obj) -> tuple[Any, ...]:
-    # a tuple, not the JSON key element: this runs for every item every cycle
-    return tuple(_key_value(n, item.get(n, KEY_DEFAULTS.get(n))) for n in names)
-
-
-def _key_value(name: str, value: Any) -> Any:
+def _key_tuple(rule: Rule, item: Obj) -> tuple[Any, ...]:
+    # a tuple, not the JSON key element: this runs for every item every cycle;
     # "80" and 80 name the same port
-    return _integer(value) if name in INT_FIELDS else value
+    return tuple(
+        _integer(item.get(name, default)) if integer else item.get(name, default)
+        for name, default, integer in rule.keys
+    )
 
 
 def _integer(value: Any) -> Any:
@@ -114,16 +110,19 @@ def _integer(value: Any) -> Any:
     return value if converted is None else converted
 
 
-def canonicalise(value: Any, key: str = "") -> Any:
-    """A copy with quantities under ``resources`` canonical and values at integer fields
-    as the ints they stand for. Invalid values stay as they are (they differ, visibly)."""
+def canonicalise(value: Any, at: Rule = ROOT) -> Any:
+    """A copy with the quantities of resource maps canonical and values at integer
+    fields as the ints they stand for; ``value`` is at position ``at`` of an object, by
+    default its top (:mod:`gitsync.engine.fieldrules`). Invalid values stay as they are
+    (they differ, visibly)."""
     if isinstance(value, dict):
-        if key == "resources":
-            return {k: _quantities(v) if isinstance(v, dict) else v for k, v in value.items()}
-        return {k: canonicalise(v, k) for k, v in value.items()}
+        if at.quantities:
+            return _quantities(value)
+        fields = at.fields
+        return {k: canonicalise(v, fields.get(k, NO_RULES)) for k, v in value.items()}
     if isinstance(value, list):
-        return [canonicalise(v, key) for v in value]
-    return _integer(value) if key in INT_FIELDS else value
+        return [canonicalise(v, at) for v in value]
+    return _integer(value) if at.integer else value
 
 
 def _quantities(quantities: Obj) -> Obj:
@@ -153,44 +152,45 @@ def drift_items(object_label: str, desired: Obj, live: Obj) -> list[DriftItem]:
     want = canonicalise(comparable(desired))
     have = canonicalise(project(live, want))
     out: list[DriftItem] = []
-    _walk(object_label, want, have, (), out)
+    _walk(object_label, want, have, (), ROOT, out)
     return out
 
 
-def _walk(label: str, want: Obj, have: Obj, prefix: Path, out: list[DriftItem]) -> None:
+def _walk(label: str, want: Obj, have: Obj, prefix: Path, at: Rule, out: list[DriftItem]) -> None:
     for key, value in want.items():
-        _compare(label, key, value, have.get(key, _ABSENT), (*prefix, f"f:{key}"), out)
+        path = (*prefix, f"f:{key}")
+        _compare(label, at.child(key), value, have.get(key, _ABSENT), path, out)
 
 
-def _compare(label: str, key: str, want: Any, have: Any, path: Path, out: list[DriftItem]) -> None:
+def _compare(
+    label: str, rule: Rule, want: Any, have: Any, path: Path, out: list[DriftItem]
+) -> None:
     if isinstance(want, dict) and (have is _ABSENT or isinstance(have, dict)):
         # a map live lacks entirely is reported leaf by leaf, like any other
-        _walk(label, want, {} if have is _ABSENT else have, path, out)
-    elif (
-        isinstance(want, list) and key in LIST_KEYS and (have is _ABSENT or isinstance(have, list))
-    ):
-        _compare_items(label, key, want, [] if have is _ABSENT else have, path, out)
+        _walk(label, want, {} if have is _ABSENT else have, path, rule, out)
+    elif isinstance(want, list) and rule.keys and (have is _ABSENT or isinstance(have, list)):
+        _compare_items(label, rule, want, [] if have is _ABSENT else have, path, out)
     elif have is _ABSENT or want != have:
         out.append(_item(label, path, want, None if have is _ABSENT else have))
 
 
 def _compare_items(
-    label: str, key: str, want: list[Any], have: list[Any], path: Path, out: list[DriftItem]
+    label: str, rule: Rule, want: list[Any], have: list[Any], path: Path, out: list[DriftItem]
 ) -> None:
-    index = {key_element(k): item for item in have if (k := item_key(key, item)) is not None}
+    index = {key_element(k): item for item in have if (k := item_key(rule, item)) is not None}
     for item in want:
-        k = item_key(key, item)
+        k = item_key(rule, item)
         if k is None:
             continue  # not an item of this list at all: the server refuses such a body
         item_path = (*path, key_element(k))
         match = index.get(item_path[-1])
         if match is None:
             out.append(_item(label, item_path, item, None))
-        elif key in ATOMIC_ITEMS:
+        elif rule.atomic_items:
             if match != item:  # atomic: replaced as a whole, so reported as a whole
                 out.append(_item(label, item_path, item, match))
         else:
-            _walk(label, item, match, item_path, out)
+            _walk(label, item, match, item_path, rule, out)
 
 
 def _item(label: str, path: Path, desired: Any, live: Any) -> DriftItem:

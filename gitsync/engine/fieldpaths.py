@@ -12,7 +12,8 @@ from typing import Any, Final
 import yaml
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.managedfields import KEY_DEFAULTS, Path, fields_of, item_key, key_element
+from gitsync.engine.fieldrules import ROOT, Rule
+from gitsync.engine.managedfields import Path, fields_of, item_key, key_element
 from gitsync.model.api import Obj
 
 _MISSING: Final[Any] = object()
@@ -30,31 +31,33 @@ def _ordered(body: Obj) -> list[Path]:
     # fields_of returns a set; the body's own order reads like the manifest
     out: list[Path] = []
 
-    def walk(node: Any, prefix: Path, key: str) -> None:
+    def walk(node: Any, prefix: Path, at: Rule) -> None:
         out.append(prefix)
         if isinstance(node, dict):
             for k, v in node.items():
-                walk(v, (*prefix, f"f:{k}"), k)
+                walk(v, (*prefix, f"f:{k}"), at.child(k))
         elif isinstance(node, list):
             for item in node:
-                k = item_key(key, item)
+                k = item_key(at, item)
                 if k is not None:
-                    walk(item, (*prefix, key_element(k)), key)
+                    walk(item, (*prefix, key_element(k)), at)
 
-    walk(driftlib.comparable(body), (), "")
+    walk(driftlib.comparable(body), (), ROOT)
     return out
 
 
 def value_at(obj: Any, path: Path) -> Any:
     """The value at an SMD path in a plain object, or None when it is not there."""
     node = obj
+    at = ROOT
     for element in path:
         kind, _, body = element.partition(":")
         if kind == "f" and isinstance(node, dict):
             node = node.get(body, _MISSING)
+            at = at.child(body)
         elif kind == "k" and isinstance(node, list):
             key = json.loads(body)
-            node = next((i for i in node if _matches(i, key)), _MISSING)
+            node = next((i for i in node if _matches(i, key, at)), _MISSING)
         else:
             node = _MISSING
         if node is _MISSING:
@@ -62,16 +65,17 @@ def value_at(obj: Any, path: Path) -> Any:
     return node
 
 
-def _matches(item: Any, key: Mapping[str, Any]) -> bool:
+def _matches(item: Any, key: Mapping[str, Any], at: Rule) -> bool:
     if not isinstance(item, dict):
         return False
     # "80" and 80 name the same port
-    return all(str(item.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
+    return all(str(item.get(k, at.child(k).default)) == str(v) for k, v in key.items())
 
 
 def line_of(node: yaml.Node, path: Path) -> int | None:
     """The line of the manifest that sets ``path`` (its key's line), or None."""
     line: int | None = None
+    at = ROOT
     for element in path:
         kind, _, body = element.partition(":")
         if kind == "f" and isinstance(node, yaml.MappingNode):
@@ -85,10 +89,10 @@ def line_of(node: yaml.Node, path: Path) -> int | None:
             )
             if found is None:
                 return None
-            line, node = found[0].start_mark.line + 1, found[1]
+            line, node, at = found[0].start_mark.line + 1, found[1], at.child(body)
         elif kind == "k" and isinstance(node, yaml.SequenceNode):
             key = json.loads(body)
-            item = next((i for i in node.value if _node_matches(i, key)), None)
+            item = next((i for i in node.value if _node_matches(i, key, at)), None)
             if item is None:
                 return None
             line, node = item.start_mark.line + 1, item
@@ -134,6 +138,7 @@ def line_in(lines: Lines, obj: Any, path: Path) -> int | None:
     """:func:`line_of` over :func:`lines_of` and the document's value ``obj``: the value
     says which list item a key names, the lines where it stands."""
     line: int | None = None
+    rule = ROOT
     for element in path:
         if lines is None:
             return None
@@ -143,9 +148,10 @@ def line_in(lines: Lines, obj: Any, path: Path) -> int | None:
             if at is None:
                 return None
             line, lines, obj = lines[at + 1], lines[at + 2], obj[body]
+            rule = rule.child(body)
         elif kind == "k" and isinstance(obj, list):
             key = json.loads(body)
-            index = next((i for i, item in enumerate(obj) if _matches(item, key)), None)
+            index = next((i for i, item in enumerate(obj) if _matches(item, key, rule)), None)
             if index is None or 2 * index + 1 >= len(lines):
                 return None
             line, lines, obj = lines[2 * index], lines[2 * index + 1], obj[index]
@@ -154,8 +160,8 @@ def line_in(lines: Lines, obj: Any, path: Path) -> int | None:
     return line if isinstance(line, int) else None
 
 
-def _node_matches(node: yaml.Node, key: Mapping[str, Any]) -> bool:
+def _node_matches(node: yaml.Node, key: Mapping[str, Any], at: Rule) -> bool:
     if not isinstance(node, yaml.MappingNode):
         return False
     values = {k.value: v.value for k, v in node.value if isinstance(k, yaml.ScalarNode)}
-    return all(str(values.get(k, KEY_DEFAULTS.get(k))) == str(v) for k, v in key.items())
+    return all(str(values.get(k, at.child(k).default)) == str(v) for k, v in key.items())

@@ -5,9 +5,8 @@ A path is a tuple of SMD path elements, as they appear as keys in ``fieldsV1``:
 For example ``("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}',
 "f:image")``.
 
-The list keys below are those of the kinds gitsync writes (Deployment, MyApp). They
-must agree with the API server's schema, or paths computed here will never match the
-ones it records.
+Which lists are keyed, by what, and which fields are atomic is
+:mod:`gitsync.engine.fieldrules`'s, by the position of a field in the object.
 """
 
 from __future__ import annotations
@@ -17,26 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gitsync.engine.fieldrules import NO_RULES, ROOT, Rule
 from gitsync.errors import plain_or_quote
 from gitsync.model.api import FIELD_MANAGER, Obj
 
 Path = tuple[str, ...]
 
-#: keyed lists ("list-type: map") by field name, with their key fields
-LIST_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
-    "containers": ("name",),
-    "initContainers": ("name",),
-    "env": ("name",),
-    "ports": ("containerPort", "protocol"),
-    "ownerReferences": ("uid",),
-    "conditions": ("type",),
-}
-#: key fields the API server defaults, so an item without them still matches
-KEY_DEFAULTS: Final[Mapping[str, object]] = {"protocol": "TCP"}
-#: fields whose whole value is one leaf in SMD (``structType=atomic`` / ``mapType=atomic``)
-ATOMIC_FIELDS: Final = frozenset({"selector"})
-#: list items that are atomic structs: the item path is the only leaf
-ATOMIC_ITEMS: Final = frozenset({"ownerReferences"})
 #: never in a managed set: the API server strips them (identity and server-owned fields)
 _UNMANAGED_TOP: Final = frozenset({"apiVersion", "kind"})
 _UNMANAGED_META: Final = frozenset(
@@ -86,12 +71,12 @@ def _collect(node: Obj, prefix: Path, out: set[Path]) -> None:
             out.add(path)
 
 
-def item_key(list_field: str, item: Any) -> dict[str, Any] | None:
-    """The key of an item of a keyed list (``{"name": "app"}``), or None if not keyed."""
-    names = LIST_KEYS.get(list_field)
-    if names is None or not isinstance(item, dict):
+def item_key(rule: Rule, item: Any) -> dict[str, Any] | None:
+    """The key of an item of the list at ``rule`` (``{"name": "app"}``), or None if that
+    list is not keyed (or the item lacks a key field the server does not default)."""
+    if not rule.keys or not isinstance(item, dict):
         return None
-    key = {n: item.get(n, KEY_DEFAULTS.get(n)) for n in names}
+    key = {name: item.get(name, default) for name, default, _ in rule.keys}
     return None if any(v is None for v in key.values()) else key
 
 
@@ -147,42 +132,44 @@ def fields_of(obj: Obj) -> set[Path]:
     for key, value in obj.items():
         if key in _UNMANAGED_TOP:
             continue
+        rule = ROOT.child(key)
         if key == "metadata" and isinstance(value, dict):
             meta = {k: v for k, v in value.items() if k not in _UNMANAGED_META}
             if meta:
-                _fields(meta, ("f:metadata",), out)
+                _fields(meta, ("f:metadata",), rule, out)
         else:
-            _value_fields(key, value, (f"f:{key}",), out)
+            _value_fields(rule, value, (f"f:{key}",), out)
     return out
 
 
-def _fields(node: Obj, prefix: Path, out: set[Path]) -> None:
+def _fields(node: Obj, prefix: Path, rule: Rule, out: set[Path]) -> None:
     if not node:
         out.add(prefix)
+    fields = rule.fields
     for key, value in node.items():
-        _value_fields(key, value, (*prefix, f"f:{key}"), out)
+        _value_fields(fields.get(key, NO_RULES), value, (*prefix, f"f:{key}"), out)
 
 
-def _value_fields(key: str, value: Any, path: Path, out: set[Path]) -> None:
-    if key in ATOMIC_FIELDS:
+def _value_fields(rule: Rule, value: Any, path: Path, out: set[Path]) -> None:
+    if rule.atomic:
         out.add(path)
     elif isinstance(value, dict):
-        _fields(value, path, out)
-    elif isinstance(value, list) and key in LIST_KEYS:
-        _keyed_fields(key, value, path, out)
+        _fields(value, path, rule, out)
+    elif isinstance(value, list) and rule.keys:
+        _keyed_fields(rule, value, path, out)
     else:
         out.add(path)  # scalars and atomic lists
 
 
-def _keyed_fields(key: str, items: list[Any], path: Path, out: set[Path]) -> None:
+def _keyed_fields(rule: Rule, items: list[Any], path: Path, out: set[Path]) -> None:
     for item in items:
-        k = item_key(key, item)
+        k = item_key(rule, item)
         if k is None:
             continue  # not a valid item of this list: the server would refuse it
         item_path = (*path, key_element(k))
         out.add(item_path)
-        if key not in ATOMIC_ITEMS:
-            _fields(item, item_path, out)
+        if not rule.atomic_items:
+            _fields(item, item_path, rule, out)
 
 
 def owner_sets(managed_fields: Iterable[Obj]) -> list[tuple[Owner, set[Path]]]:

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.managedfields import LIST_KEYS, Path, fields_of, item_key, owner_sets
+from gitsync.engine.fieldrules import ROOT, Rule
+from gitsync.engine.managedfields import Path, fields_of, item_key, owner_sets
 from gitsync.model.api import (
     APPLIED_ANNOTATION,
     DEFAULT_FORCE_MANAGERS,
@@ -296,7 +297,7 @@ def after(step: Step) -> Obj:
         return {**body, "metadata": meta}
     if step.body is None:
         return step.live
-    merged = _merge(step.live, step.body, "")
+    merged = _merge(step.live, step.body, ROOT)
     return without(merged, list(step.released))
 
 
@@ -349,26 +350,26 @@ def _holds(obj: Obj, path: Path) -> bool:
 _MISSING: Final[Any] = object()
 
 
-def _merge(live: Any, body: Any, key: str) -> Any:
+def _merge(live: Any, body: Any, at: Rule) -> Any:
     if isinstance(live, dict) and isinstance(body, dict):
         out = dict(live)
         for k, v in body.items():
-            out[k] = _merge(live[k], v, k) if k in live else v
+            out[k] = _merge(live[k], v, at.child(k)) if k in live else v
         return out
-    if isinstance(live, list) and isinstance(body, list) and key in LIST_KEYS:
-        return _merge_keyed(key, live, body)
+    if isinstance(live, list) and isinstance(body, list) and at.keys:
+        return _merge_keyed(at, live, body)
     return body
 
 
-def _merge_keyed(key: str, live: list[Any], body: list[Any]) -> list[Any]:
+def _merge_keyed(at: Rule, live: list[Any], body: list[Any]) -> list[Any]:
     """A keyed list as server-side apply merges it (structured-merge-diff's
     ``visitListItems``): the order is the server's, not ours. Items only live holds
     keep their place; items the body sends go in the body's order, each shared one
     where live has it, each new one after the live items before it. The order is
     what a rendered Deployment's env follows, so a preview that put another manager's
     items after ours would predict a write the sync never sends."""
-    lkeys = [_list_key(key, it) for it in live]
-    rkeys = [_list_key(key, it) for it in body]
+    lkeys = [_list_key(at, it) for it in live]
+    rkeys = [_list_key(at, it) for it in body]
     lhs = dict(zip(lkeys, live, strict=True))
     rhs = dict(zip(rkeys, body, strict=True))
     shared = iter([k for k in rkeys if k in lhs])
@@ -381,7 +382,7 @@ def _merge_keyed(key: str, live: list[Any], body: list[Any]) -> list[Any]:
             lk = lkeys[li]
             if lk == rkeys[ri]:
                 merged.add(lk)
-                out.append(_merge(lhs[lk], rhs[lk], ""))
+                out.append(_merge(lhs[lk], rhs[lk], at))
                 li, ri = li + 1, ri + 1
                 next_shared = next(shared, None)
                 continue
@@ -399,15 +400,15 @@ def _merge_keyed(key: str, live: list[Any], body: list[Any]) -> list[Any]:
         if ri < len(body):
             rk = rkeys[ri]
             merged.add(rk)
-            out.append(_merge(lhs.get(rk), rhs[rk], ""))
+            out.append(_merge(lhs.get(rk), rhs[rk], at))
             ri += 1
             if next_shared is not None and next_shared == rk:
                 next_shared = next(shared, None)
     return out
 
 
-def _list_key(key: str, item: Any) -> str:
-    return json.dumps(item_key(key, item), sort_keys=True)
+def _list_key(at: Rule, item: Any) -> str:
+    return json.dumps(item_key(at, item), sort_keys=True)
 
 
 def value_at(obj: Obj, path: Path) -> Any:

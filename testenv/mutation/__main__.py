@@ -47,6 +47,11 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_U}test_changeset.py",
         f"{_U}test_reconcile.py",
     ),
+    "gitsync/engine/fieldrules.py": (
+        *(f"{_U}{t}" for t in ("test_fieldrules.py", "test_drift.py", "test_managedfields.py")),
+        *(f"{_U}{t}" for t in ("test_plan.py", "test_diff.py", "test_blame.py")),
+        f"{_F}test_fields.py",
+    ),
     "gitsync/engine/fieldpaths.py": (f"{_U}test_blame.py", f"{_U}test_manifests.py"),
     "gitsync/engine/managedfields.py": (
         *(f"{_U}{t}" for t in ("test_managedfields.py", "test_errors.py", "test_plan.py")),

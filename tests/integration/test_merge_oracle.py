@@ -56,7 +56,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from gitsync.engine.managedfields import LIST_KEYS, Path, item_key, key_element
+from gitsync.engine.fieldrules import ROOT, Rule
+from gitsync.engine.managedfields import Path, item_key, key_element
 from gitsync.engine.planner import UID_TO_BE_ASSIGNED, Policy, after, decide, stamped, value_at
 from gitsync.errors import APIConflictError, APIInvalidError, APINotFoundError
 from gitsync.kube.client import Kube, path_of
@@ -417,10 +418,15 @@ def without_bookkeeping(obj: Obj) -> Obj:
 
 
 def without_defaults(
-    server: Any, predicted: Any, defaults: dict[tuple[str, ...], Any], at: tuple[str, ...] = ()
+    server: Any,
+    predicted: Any,
+    defaults: dict[tuple[str, ...], Any],
+    at: tuple[str, ...] = (),
+    rule: Rule = ROOT,
 ) -> Any:
     """``server`` minus each default at one of ``defaults`` where ``predicted`` holds no
-    value (walked side by side; keyed list items paired by key)."""
+    value (walked side by side, with the field rules of each position; keyed list items
+    paired by key)."""
     if isinstance(server, dict):
         pred = predicted if isinstance(predicted, dict) else {}
         out = {}
@@ -433,14 +439,15 @@ def without_defaults(
                 and (default is ANY or default == value)
             ):
                 continue
-            out[key] = without_defaults(value, pred.get(key), defaults, here)
+            out[key] = without_defaults(value, pred.get(key), defaults, here, rule.child(key))
         return out
-    if isinstance(server, list) and at and at[-1] in LIST_KEYS:
+    if isinstance(server, list) and rule.keys:
         pred_items = predicted if isinstance(predicted, list) else []
-        by_key = {json.dumps(item_key(at[-1], p)): p for p in pred_items if isinstance(p, dict)}
+        by_key = {json.dumps(item_key(rule, p)): p for p in pred_items if isinstance(p, dict)}
         return [
+            # an item is at its list's own position: the list's rule holds for its fields
             without_defaults(
-                item, by_key.get(json.dumps(item_key(at[-1], item))), defaults, (*at, "*")
+                item, by_key.get(json.dumps(item_key(rule, item))), defaults, (*at, "*"), rule
             )
             for item in server
         ]
@@ -450,20 +457,20 @@ def without_defaults(
 _NO_DEFAULT: Final[Any] = object()
 
 
-def present(obj: Any, at: Path = ()) -> Iterator[Path]:
+def present(obj: Any, at: Path = (), rule: Rule = ROOT) -> Iterator[Path]:
     """Every SMD path ``obj`` holds a value at: fields, keyed items and their fields."""
     if isinstance(obj, dict):
         for key, value in obj.items():
-            here = (*at, f"f:{key}")
+            here, below = (*at, f"f:{key}"), rule.child(key)
             yield here
-            if isinstance(value, list) and key in LIST_KEYS:
+            if isinstance(value, list) and below.keys:
                 for item in value:
-                    k = item_key(key, item)
+                    k = item_key(below, item)
                     if k is not None:
                         yield (*here, key_element(k))
-                        yield from present(item, (*here, key_element(k)))
+                        yield from present(item, (*here, key_element(k)), below)
             else:
-                yield from present(value, here)
+                yield from present(value, here, below)
 
 
 def outermost(paths: set[Path]) -> set[Path]:

@@ -19,6 +19,7 @@ from gitsync.engine.drift import (
     project,
     status_entries,
 )
+from gitsync.engine.fieldrules import rule_at
 from gitsync.model.api import Obj
 from gitsync.model.render import desired_myapp, render
 from tests.unit.drift_samples import APP, MYAPP, UID, C, container, live_deployment
@@ -258,33 +259,37 @@ def test_drift_item_carries_the_smd_path() -> None:
 
 
 @pytest.mark.parametrize(
-    ("live", "desired", "projected"),
+    ("at", "live", "desired", "projected"),
     [
-        ({"a": 1, "b": 2}, {"a": 0}, {"a": 1}),
-        ({"b": 2}, {"a": 0}, {}),
-        ({"a": {"x": 1, "y": 2}}, {"a": {"x": 0}}, {"a": {"x": 1}}),
-        ({"a": 5}, {"a": {"x": 0}}, {"a": 5}),  # a different shape is kept, to differ
-        ({"args": [1, 2, 3]}, {"args": [1]}, {"args": [1, 2, 3]}),  # atomic: whole
+        ("", {"a": 1, "b": 2}, {"a": 0}, {"a": 1}),
+        ("", {"b": 2}, {"a": 0}, {}),
+        ("", {"a": {"x": 1, "y": 2}}, {"a": {"x": 0}}, {"a": {"x": 1}}),
+        ("", {"a": 5}, {"a": {"x": 0}}, {"a": 5}),  # a different shape is kept, to differ
+        ("", {"args": [1, 2, 3]}, {"args": [1]}, {"args": [1, 2, 3]}),  # atomic: whole
         (
+            # a container: keyed lists are keyed where they stand, not by name
+            "spec.template.spec.containers[]",
             {"env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1", "x": 0}]},
             {"env": [{"name": "A", "value": ""}, {"name": "C"}]},
             {"env": [{"name": "A", "value": "1"}]},
         ),
         (
+            "spec.template.spec.containers[]",
             {"ports": [{"containerPort": 80, "protocol": "UDP"}, {"containerPort": 80}]},
             {"ports": [{"containerPort": 80, "protocol": "TCP"}]},
             {"ports": [{"containerPort": 80}]},  # protocol defaults to TCP
         ),
         (
+            "metadata",
             {"ownerReferences": [{"uid": "u1", "name": "a", "kind": "K"}]},
             {"ownerReferences": [{"uid": "u1", "name": "a"}]},
             {"ownerReferences": [{"uid": "u1", "name": "a"}]},
         ),
     ],
 )
-def test_project(live: Obj, desired: Obj, projected: Obj) -> None:
+def test_project(at: str, live: Obj, desired: Obj, projected: Obj) -> None:
     original = copy.deepcopy(live)
-    assert project(live, desired) == projected
+    assert project(live, desired, rule_at(at)) == projected
     assert live == original
 
 

@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from gitsync.engine.drift import DriftItem, attribute
+from gitsync.engine.fieldrules import rule_at
 from gitsync.engine.managedfields import (
     Owner,
     Path,
     fields_of,
     human_path,
+    item_key,
     key_element,
     leaf_paths,
     owner_of,
@@ -451,3 +453,28 @@ def test_of_several_other_managers_the_most_recent_is_named() -> None:
             [DriftItem("Deployment/web", "spec.replicas", path, desired=2, live=6)], entries
         )
         assert attributed.manager == "hpa-sim" and attributed.conflict
+
+
+@pytest.mark.parametrize(
+    ("position", "item", "key"),
+    [
+        pytest.param("spec.env", {"name": "A", "value": "1"}, {"name": "A"}, id="keyed"),
+        pytest.param(
+            "spec.template.spec.containers[].ports",
+            {"containerPort": 80},
+            {"containerPort": 80, "protocol": "TCP"},
+            id="a defaulted key field",
+        ),
+        pytest.param("spec.env", {"value": "1"}, None, id="without its key field"),
+        pytest.param("spec.env", "A", None, id="not a map"),
+        pytest.param("spec.template.spec.env", {"name": "A"}, None, id="a list not keyed"),
+        pytest.param("metadata.labels", {"name": "A"}, None, id="no list at all"),
+    ],
+)
+def test_item_key_by_the_lists_position(position: str, item: Any, key: Obj | None) -> None:
+    assert item_key(rule_at(position), item) == key
+
+
+def test_fields_of_leaves_out_an_item_without_its_key() -> None:
+    # the server refuses such an item: it is recorded nowhere
+    assert fields_of({"spec": {"env": [{"value": "x"}], "image": "i"}}) == {("f:spec", "f:image")}

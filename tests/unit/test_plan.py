@@ -323,11 +323,16 @@ def test_a_keyed_list_is_merged_in_the_servers_order(live: str, body: str, merge
     assert got["driftPolicy"] == "report"
 
 
+def pod(containers: list[Obj]) -> Obj:
+    # where a Deployment's containers are: lists are keyed by their position, not name
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+
 def test_a_keyed_item_merges_its_fields_and_its_own_keyed_lists() -> None:
-    live = {"containers": [{"name": "x"}, {"name": "app", "image": "a", "env": envs("B", "A")}]}
-    body = {"containers": [{"name": "app", "image": "b", "env": envs("A", "C")}]}
+    live = pod([{"name": "x"}, {"name": "app", "image": "a", "env": envs("B", "A")}])
+    body = pod([{"name": "app", "image": "b", "env": envs("A", "C")}])
     step = Step("Deployment/shop/web", "configured", live, body, body=body)
-    containers = after(step)["containers"]
+    containers = after(step)["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["x", "app"]
     assert containers[1]["image"] == "b"
     assert [e["name"] for e in containers[1]["env"]] == ["B", "A", "C"]
