@@ -4,7 +4,13 @@ which namespaces gitsync creates."""
 from __future__ import annotations
 
 from gitsync.engine.changeset import plan
-from gitsync.engine.namespace_plan import FLAG, plan_namespaces, to_look_up
+from gitsync.engine.namespace_plan import (
+    FLAG,
+    NamespacePlan,
+    missing_message,
+    plan_namespaces,
+    to_look_up,
+)
 from gitsync.model.api import MANAGED_BY_LABEL
 from gitsync.model.instance import INSTANCE_LABEL
 
@@ -76,3 +82,28 @@ def test_diff_plan_shows_the_namespace_created_or_the_myapps_failed() -> None:
     assert ("Namespace/shop", "created") in [(c.subject, c.action) for c in creating.changes]
     # two MyApps and their Deployments, and the namespace
     assert creating.count("created") == 5
+
+
+def test_the_message_of_a_missing_namespace_word_for_word() -> None:
+    expected = (
+        'namespace "shop" does not exist: create it first, '
+        f"or pass {FLAG} to have gitsync create it"
+    )
+    assert missing_message("shop") == expected
+    assert plan_namespaces(["shop/a"], set(), set()).missing == {"shop/a": expected}
+    assert missing_message("shop", "why") == expected.replace("exist:", "exist (why):")
+
+
+def test_a_namespace_not_in_allowed_namespaces_is_not_created_even_if_not_denied() -> None:
+    p = plan_namespaces(
+        ["shop/a", "blog/b"], set(), set(), create=True, allowed=frozenset({"shop"})
+    )
+    assert p.create == ("shop",) and list(p.missing) == ["blog/b"]
+
+
+def test_created_namespaces_carry_an_empty_instance_label_when_none_is_named() -> None:
+    labels = {MANAGED_BY_LABEL: "gitsync", INSTANCE_LABEL: ""}
+    [body] = plan_namespaces(["shop/a"], set(), set(), create=True).bodies()
+    assert body["metadata"]["labels"] == labels
+    [body] = NamespacePlan(create=("shop",)).bodies()
+    assert body["metadata"]["labels"] == labels
