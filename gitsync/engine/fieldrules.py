@@ -53,6 +53,10 @@ KEY_DEFAULTS: Final[Mapping[str, object]] = {
 ATOMIC_FIELDS: Final = frozenset({"spec.selector"})
 #: keyed lists whose items are atomic structs: the item path is the only leaf
 ATOMIC_ITEMS: Final = frozenset({"metadata.ownerReferences"})
+#: fields of a built-in kind that are a struct (not a pointer) in its Go type: the server
+#: holds them even when nothing is left in them (``resources: {}`` on a container), so
+#: what an apply removes below one leaves the field itself in place
+KEPT_EMPTY: Final = frozenset(f"{c}[].resources" for c in _DEPLOYMENT_CONTAINERS)
 #: maps of resource quantities, compared canonical (``1000m`` is ``1``)
 QUANTITY_MAPS: Final = frozenset(
     {
@@ -81,6 +85,7 @@ class Rule:
     atomic: bool = False
     atomic_items: bool = False
     quantities: bool = False
+    kept_empty: bool = False
 
     def child(self, name: str) -> Rule:
         return self.fields.get(name, NO_RULES)
@@ -107,6 +112,7 @@ class _Tables:
     atomic: frozenset[_Names]
     atomic_items: frozenset[_Names]
     quantities: frozenset[_Names]
+    kept_empty: frozenset[_Names]
 
 
 _TABLES: Final = _Tables(
@@ -116,11 +122,20 @@ _TABLES: Final = _Tables(
     atomic=frozenset(map(_names, ATOMIC_FIELDS)),
     atomic_items=frozenset(map(_names, ATOMIC_ITEMS)),
     quantities=frozenset(map(_names, QUANTITY_MAPS)),
+    kept_empty=frozenset(map(_names, KEPT_EMPTY)),
 )
 
 
 def _compile(at: _Names, t: _Tables) -> Rule:
-    named = [*t.ints, *t.keys, *t.defaults, *t.atomic, *t.atomic_items, *t.quantities]
+    named = [
+        *t.ints,
+        *t.keys,
+        *t.defaults,
+        *t.atomic,
+        *t.atomic_items,
+        *t.quantities,
+        *t.kept_empty,
+    ]
     n = len(at)
     below = sorted({p[n] for p in named if len(p) > n and p[:n] == at})
     return Rule(
@@ -131,6 +146,7 @@ def _compile(at: _Names, t: _Tables) -> Rule:
         atomic=at in t.atomic,
         atomic_items=at in t.atomic_items,
         quantities=at in t.quantities,
+        kept_empty=at in t.kept_empty,
     )
 
 

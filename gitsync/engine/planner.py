@@ -319,8 +319,20 @@ def released(live: Obj, body: Obj, field_manager: str) -> tuple[Path, ...]:
         else:
             others |= leaves  # an HPA's Update of /scale holds spec.replicas too
     owned = _with_fields_above(others | fields_of(body))
-    gone = {p for p in _with_fields_above(mine) - owned if _holds(live, p)}
+    gone = {p for p in _with_fields_above(mine) - owned if _holds(live, p) and not _kept_empty(p)}
     return tuple(sorted(p for p in gone if not any(p[:n] in gone for n in range(1, len(p)))))
+
+
+def _kept_empty(path: Path) -> bool:
+    """Whether ``path`` is a field the server holds even when empty (a Deployment
+    container's ``resources``: a struct, not a pointer, in the Go type), so that an
+    apply that empties it leaves ``{}``, not nothing."""
+    rule = ROOT
+    for element in path:
+        if element.startswith("f:"):
+            rule = rule.child(element[2:])
+        # (an item of a keyed list is at its list's own position)
+    return rule.kept_empty
 
 
 def _with_fields_above(paths: set[Path]) -> set[Path]:

@@ -14,6 +14,7 @@ from gitsync.engine.fieldrules import (
     ATOMIC_FIELDS,
     ATOMIC_ITEMS,
     INT_FIELDS,
+    KEPT_EMPTY,
     KEY_DEFAULTS,
     LIST_KEYS,
     NO_RULES,
@@ -80,6 +81,7 @@ ALL_POSITIONS = sorted(
         *ATOMIC_FIELDS,
         *ATOMIC_ITEMS,
         *QUANTITY_MAPS,
+        *KEPT_EMPTY,
     }
 )
 
@@ -161,6 +163,13 @@ def test_what_holds_at_a_position(
     rule = rule_at(position)
     got = (rule.integer, rule.default, rule.atomic, rule.atomic_items, rule.quantities)
     assert got == (integer, default, atomic, atomic_items, quantities)
+
+
+def test_a_containers_resources_is_kept_when_empty_and_nothing_else_is() -> None:
+    kept = [p for p in ALL_POSITIONS if rule_at(p).kept_empty]
+    assert kept == [f"{c}[].resources" for c in (CONTAINERS, "spec.template.spec.initContainers")]
+    # a MyApp's resources is a map of the CRD: emptied, it goes
+    assert not rule_at("spec.resources").kept_empty
 
 
 def test_the_top_and_below_every_rule() -> None:

@@ -480,3 +480,15 @@ def test_a_resources_map_emptied_by_git_goes_whole() -> None:
     step = decide("MyApp/web", APP, applied(git), policy())
     assert step.released == (("f:spec", "f:resources"),)
     assert "resources" not in after(step)["spec"]
+
+
+def test_a_containers_resources_emptied_by_git_stays_as_an_empty_struct() -> None:
+    """A Deployment container's ``resources`` is a struct in the Go type: the server holds
+    ``resources: {}`` after the apply removes the last quantity (seen on the real server,
+    tests/integration/test_plan.py), unlike a MyApp's map, which goes whole."""
+    live = applied(dep(resources={"requests": {"memory": "512Mi"}}))
+    step = decide("Deployment/web", dep(), live, policy())
+    container = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+    assert step.released == ((*container, "f:resources", "f:requests"),)
+    [held] = after(step)["spec"]["template"]["spec"]["containers"]
+    assert held["resources"] == {}
