@@ -40,6 +40,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "gitsync/engine/differences.py": (
         *(f"{_U}{t}" for t in ("test_diff.py", "test_plan.py", "test_changeset.py")),
+        f"{_U}test_field_positions.py",
     ),
     "gitsync/engine/drift.py": (
         *(f"{_U}{t}" for t in ("test_drift.py", "test_drift_attribution.py", "test_plan.py")),
@@ -52,7 +53,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_plan.py", "test_diff.py", "test_blame.py")),
         f"{_F}test_fields.py",
     ),
-    "gitsync/engine/fieldpaths.py": (f"{_U}test_blame.py", f"{_U}test_manifests.py"),
+    "gitsync/engine/fieldpaths.py": (
+        *(f"{_U}{t}" for t in ("test_blame.py", "test_manifests.py", "test_field_positions.py")),
+    ),
     "gitsync/engine/managedfields.py": (
         *(f"{_U}{t}" for t in ("test_managedfields.py", "test_errors.py", "test_plan.py")),
         f"{_F}test_fields.py",

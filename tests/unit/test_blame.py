@@ -20,7 +20,7 @@ from gitsync.engine.blame import (
     render_text,
     rendered_from,
 )
-from gitsync.engine.fieldpaths import line_in, line_of
+from gitsync.engine.fieldpaths import line_in, line_of, lines_of
 from gitsync.errors import ConfigError, SourceError
 from gitsync.model.render import render
 from gitsync.source._yaml import Loader
@@ -267,3 +267,64 @@ def test_text_escapes_what_git_and_the_cluster_hold() -> None:
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
     assert len(text.splitlines()) == 4  # two object headings, two rows
     assert "\\x1b]52;c;aGFja2Vk\\x07" in text  # shown, escaped
+
+
+PORTS_AND_MERGE = """\
+spec:
+  template:
+    spec:
+      containers:
+        - name: app
+          ports:
+            - containerPort: 81
+              protocol: UDP
+            - containerPort: 80
+  ports:
+    - containerPort: 80
+  base: &base
+    x: 1
+  merged:
+    <<: *base
+    y: 2
+"""
+_PORT = 'k:{"containerPort":80,"protocol":"TCP"}'
+
+
+def _composed() -> yaml.Node:
+    node = yaml.compose(PORTS_AND_MERGE)
+    assert node is not None
+    return node
+
+
+_APP_PORTS = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}', "f:ports")
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        # the protocol the server defaults where the list is: the item written without it
+        pytest.param((*_APP_PORTS, _PORT), 9, id="a defaulted key field"),
+        pytest.param((*_APP_PORTS, _PORT, "f:containerPort"), 9, id="below it"),
+        pytest.param(
+            (*_APP_PORTS, 'k:{"containerPort":81,"protocol":"UDP"}'), 7, id="the key as written"
+        ),
+        # a list named ports elsewhere defaults nothing
+        pytest.param(("f:spec", "f:ports", _PORT), None, id="no default elsewhere"),
+        pytest.param(("f:spec", "f:merged", "f:y"), 16, id="beside a merge key"),
+    ],
+)
+def test_line_of_and_line_in_at_the_rules_positions(
+    path: tuple[str, ...], line: int | None
+) -> None:
+    node = _composed()
+    obj = yaml.safe_load(PORTS_AND_MERGE)
+    assert line_of(node, path) == line
+    assert line_in(lines_of(node), obj, path) == line
+
+
+def test_line_in_a_merged_key_is_nowhere() -> None:
+    # the value has it, but no line of the document sets it under that map
+    node = _composed()
+    obj = yaml.safe_load(PORTS_AND_MERGE)
+    assert obj["spec"]["merged"]["x"] == 1
+    assert line_in(lines_of(node), obj, ("f:spec", "f:merged", "f:x")) is None

@@ -235,3 +235,17 @@ def test_deepdiff_is_imported_only_when_an_object_differs() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        # non-ASCII as written in the manifest, not as \u escapes
+        pytest.param("Grüße, 名前 😀", "+a: Grüße, 名前 😀", id="non-ascii-raw"),
+        # a long value with spaces stays one line of the diff, not folded at 80 columns
+        pytest.param("word " * 40 + "end", "+a: " + "word " * 40 + "end", id="long-line"),
+        pytest.param("w " * 20000 + "end", "+a: " + "w " * 20000 + "end", id="very-long-line"),
+    ],
+)
+def test_unified_writes_a_value_as_one_readable_line(value: str, line: str) -> None:
+    assert unified("X", None, {"a": value}, color=False).splitlines()[3:] == [line]

@@ -478,3 +478,91 @@ def test_item_key_by_the_lists_position(position: str, item: Any, key: Obj | Non
 def test_fields_of_leaves_out_an_item_without_its_key() -> None:
     # the server refuses such an item: it is recorded nowhere
     assert fields_of({"spec": {"env": [{"value": "x"}], "image": "i"}}) == {("f:spec", "f:image")}
+
+
+@pytest.mark.parametrize(
+    ("key", "element"),
+    [
+        # a list as a key value (the server refuses such an item, but its path is still
+        # spelled): compact like Go's JSON, not Python's ", ", each member escaped
+        pytest.param({"name": ["a", "b"]}, 'k:{"name":["a","b"]}', id="list-of-strings"),
+        pytest.param({"name": [1, "&", "é"]}, 'k:{"name":[1,"\\u0026","é"]}', id="list-escaped"),
+        pytest.param({"name": []}, 'k:{"name":[]}', id="empty-list"),
+        pytest.param({"name": [{"b": 1, "a": 2}]}, 'k:{"name":[{"a":2,"b":1}]}', id="list-of-maps"),
+    ],
+)
+def test_key_element_of_a_list_value(key: dict[str, Any], element: str) -> None:
+    assert key_element(key) == element
+
+
+@pytest.mark.parametrize(
+    ("entry", "owner"),
+    [
+        pytest.param({}, Owner("", "", None, ""), id="nothing"),
+        pytest.param(
+            {"manager": "kubectl", "fieldsV1": {}},
+            Owner("kubectl", "", None, ""),
+            id="no operation",
+        ),
+        pytest.param(
+            {"operation": "Update", "time": "t"}, Owner("", "Update", "t", ""), id="no manager"
+        ),
+        pytest.param(
+            {"manager": "m", "operation": "Apply", "subresource": "status"},
+            Owner("m", "Apply", None, "status"),
+            id="a subresource",
+        ),
+    ],
+)
+def test_owner_sets_with_missing_entry_fields(entry: Obj, owner: Owner) -> None:
+    # a field the server left out reads as empty, never as some made-up value
+    assert owner_sets([entry]) == [(owner, set())]
+
+
+A = Owner("a", "Apply", "2025-06-01T10:00:00Z")
+B = Owner("b", "Update", "2025-06-01T11:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("sets", "path", "owners"),
+    [
+        pytest.param([(A, {("f:spec",)})], ("f:spec", "f:replicas"), [A], id="the top field"),
+        pytest.param(
+            [(A, {("f:spec", "f:template")})],
+            ("f:spec", "f:template", "f:spec"),
+            [A],
+            id="the parent",
+        ),
+        pytest.param(
+            [(A, {("f:spec",)}), (B, {("f:spec", "f:template")})],
+            ("f:spec", "f:template", "f:spec", "f:containers"),
+            [B],
+            id="two levels up, not three",
+        ),
+        pytest.param(
+            [(A, {("f:spec", "f:x")}), (B, {("f:spec", "f:x")})],
+            ("f:spec", "f:x"),
+            [A, B],
+            id="the path itself, shared",
+        ),
+        pytest.param([(A, {("f:spec",)})], ("f:status", "f:x"), [], id="nobody"),
+        pytest.param([(A, {("f:spec",)})], (), [], id="the empty path"),
+    ],
+)
+def test_owners_of_the_nearest_owned_level(
+    sets: list[tuple[Owner, set[Path]]], path: Path, owners: list[Owner]
+) -> None:
+    assert owners_of(sets, path) == owners
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        pytest.param(("f:spec", "x:odd"), "spec[x:odd]", id="an unknown kind"),
+        pytest.param(("f:spec", "bare", "f:image"), "spec[bare].image", id="no kind at all"),
+        pytest.param(("z:1",), "[z:1]", id="first"),
+    ],
+)
+def test_human_path_with_an_unknown_element(path: Path, text: str) -> None:
+    # shown as it is, bracketed, rather than dropped or misread
+    assert human_path(path) == text
