@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gitsync.engine import planner
 from gitsync.engine.changeset import PruneGuard, changes_of, plan, plan_prune
 from gitsync.engine.differences import unified
 from gitsync.engine.drift import DriftItem
@@ -480,3 +481,171 @@ def test_a_resources_map_emptied_by_git_goes_whole() -> None:
     step = decide("MyApp/web", APP, applied(git), policy())
     assert step.released == (("f:spec", "f:resources"),)
     assert "resources" not in after(step)["spec"]
+
+
+# --- the stamp's text, its memo, and the paths the diff reads and writes -----------------
+
+
+def test_the_stamp_is_the_same_whatever_the_order_of_the_keys() -> None:
+    # a body parsed from YAML, or rebuilt by render, has no fixed key order
+    one = {"metadata": {"name": "web"}, "spec": {"replicas": 1, "image": "a"}}
+    other = {"spec": {"image": "a", "replicas": 1}, "metadata": {"name": "web"}}
+    assert stamped(one) == stamped(other)
+    assert stamp_of("Deployment/shop/order-a", one) == stamp_of("Deployment/shop/order-b", other)
+
+
+def test_the_stamp_memo_is_emptied_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner, "_STAMPS", {})
+    monkeypatch.setattr(planner, "_STAMPS_MAX", 2)
+    stamp_of("Deployment/shop/a", dep())
+    stamp_of("Deployment/shop/b", dep())
+    assert set(planner._STAMPS) == {"Deployment/shop/a", "Deployment/shop/b"}
+    # full: the next object starts a new memo rather than growing it past its bound
+    stamp_of("Deployment/shop/c", dep())
+    assert set(planner._STAMPS) == {"Deployment/shop/c"}
+
+
+def test_an_object_without_a_namespace_is_named_without_one() -> None:
+    desired = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}
+    assert decide("Namespace/shop", desired, None, policy()).subject == "Namespace/shop"
+    assert decide("Namespace/shop", desired, stamped(desired), policy()).subject == (
+        "Namespace/shop"
+    )
+    # no name either: the subject says so rather than make one up
+    assert decide("Namespace", {"kind": "Namespace"}, None, policy()).subject == "Namespace/"
+
+
+CONTAINER = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+VALUES_AT: list[Any] = [
+    pytest.param(REPLICAS, 1, id="a field"),
+    pytest.param((*CONTAINER, "f:image"), "nginx:1.27", id="a field of a keyed item"),
+    pytest.param(CONTAINER[:-1], [{"name": "app", "image": "nginx:1.27"}], id="a list"),
+    pytest.param((*CONTAINER[:-1], 'k:{"name":"other"}'), None, id="no such item"),
+    pytest.param(("f:spec", "f:missing", "f:deeper"), None, id="no such field"),
+    pytest.param(("f:spec", "f:replicas", "f:deeper"), None, id="below a scalar"),
+    pytest.param((*CONTAINER[:-1], "f:name"), None, id="a field element on a list"),
+    pytest.param(("f:spec", 'k:{"name":"app"}'), None, id="an item element on a map"),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), VALUES_AT)
+def test_value_at_reads_fields_and_keyed_items(path: Path, value: Any) -> None:
+    obj = {
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}},
+        }
+    }
+    assert planner.value_at(obj, path) == value
+
+
+PUTS: list[Any] = [
+    pytest.param({}, REPLICAS, 2, {"spec": {"replicas": 2}}, id="the maps on the way made"),
+    pytest.param({"spec": {"replicas": 1}}, REPLICAS, 2, {"spec": {"replicas": 2}}, id="replaced"),
+    pytest.param(
+        {},
+        (*CONTAINER, "f:image"),
+        "a",
+        pod([{"name": "app", "image": "a"}]),
+        id="a keyed item made with its key",
+    ),
+    pytest.param(
+        pod([{"name": "x"}, {"name": "app", "image": "a"}]),
+        (*CONTAINER, "f:image"),
+        "b",
+        pod([{"name": "x"}, {"name": "app", "image": "b"}]),
+        id="the matching item's field set",
+    ),
+    pytest.param(
+        pod([{"name": "x"}, {"name": "app", "image": "a"}]),
+        CONTAINER,
+        {"name": "app", "image": "c"},
+        pod([{"name": "x"}, {"name": "app", "image": "c"}]),
+        id="a whole item replaced in its place",
+    ),
+    pytest.param(
+        pod([{"name": "x"}]),
+        CONTAINER,
+        {"name": "app"},
+        pod([{"name": "x"}, {"name": "app"}]),
+        id="a whole item added after the others",
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "f:replicas", "f:deeper"),
+        2,
+        {"spec": {"replicas": 1}},
+        id="nothing below a scalar",
+    ),
+    pytest.param(
+        {"spec": {"env": []}},
+        ("f:spec", "f:env", "f:name"),
+        2,
+        {"spec": {"env": []}},
+        id="no field element on a list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "path", "value", "expected"), PUTS)
+def test_put_sets_a_value_making_what_is_missing_on_the_way(
+    obj: Obj, path: Path, value: Any, expected: Obj
+) -> None:
+    planner.put(obj, path, value)
+    assert obj == expected
+
+
+@pytest.mark.parametrize(("desired", "live", "p", "action", "findings", "written"), DECISIONS)
+def test_only_suspend_gives_a_decision_a_reason(
+    desired: Obj,
+    live: Obj | None,
+    p: Policy,
+    action: str,
+    findings: list[tuple[str, str]],
+    written: list[str] | None,
+) -> None:
+    step = decide("Deployment/web", desired, live, p)
+    assert step.reason.startswith("suspended") == p.suspended
+    if not p.suspended:
+        assert step.reason == ""
+
+
+def without_keyless_sidecar() -> tuple[Obj, Obj]:
+    # a container without its key (name) in desired: no item of the keyed list, so no
+    # difference drift_items can name (the server refuses such a body anyway), though
+    # live lacks it and the projection differs
+    desired = dep()
+    desired["spec"]["template"]["spec"]["containers"].append({"image": "sidecar:1"})
+    live = applied(desired)
+    del live["spec"]["template"]["spec"]["containers"][1]
+    return desired, live
+
+
+def in_the_servers_form() -> tuple[Obj, Obj]:
+    # Git says 0.5, the server stores 500m: the same CPU
+    desired = dep(resources={"requests": {"cpu": "0.5"}})
+    live = applied(desired)
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    return desired, live
+
+
+NO_CHANGE: list[Any] = [
+    pytest.param(*without_keyless_sidecar(), id="an item without its key"),
+    pytest.param(*in_the_servers_form(), id="a quantity in the server's form"),
+]
+
+
+@pytest.mark.parametrize(("desired", "live"), NO_CHANGE)
+@pytest.mark.parametrize("suspended", [False, True])
+def test_what_no_drift_item_names_is_no_change_even_under_suspend(
+    desired: Obj, live: Obj, suspended: bool
+) -> None:
+    # nothing to write or hold, and no "suspended" reason for a step that holds nothing
+    step = decide("Deployment/web", desired, live, policy(suspended=suspended))
+    assert (step.action, step.body, step.held, step.drift, step.reason) == (
+        "unchanged",
+        None,
+        (),
+        (),
+        "",
+    )
