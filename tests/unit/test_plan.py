@@ -649,3 +649,126 @@ def test_what_no_drift_item_names_is_no_change_even_under_suspend(
         (),
         "",
     )
+
+
+ENV = ("f:spec", "f:env")
+WITHOUTS: list[Any] = [
+    pytest.param(
+        {"spec": {"replicas": 1}}, ("f:spec", "f:replicas", "f:deeper"), None, id="below a scalar"
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "f:replicas", 'k:{"name":"A"}'),
+        None,
+        id="an item below a scalar",
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "i:0", "f:replicas"),
+        None,
+        id="an element of another kind stops the walk",
+    ),
+    pytest.param(
+        {"spec": {"env": ["x", {"name": "A"}]}},
+        (*ENV, 'k:{"name":"A"}'),
+        {"spec": {"env": ["x"]}},
+        id="an item that is no map matches no key",
+    ),
+    pytest.param(
+        {"spec": {"env": envs("A")}}, (*ENV, 'k:{"name":"B"}', "f:value"), None, id="no such item"
+    ),
+    pytest.param(
+        {"spec": {"env": envs("A", "B")}},
+        (*ENV, 'k:{"name":"B"}', "f:value"),
+        {"spec": {"env": [*envs("A"), {"name": "B"}]}},
+        id="a field of the matching item",
+    ),
+    pytest.param(
+        {"spec": {"ports": [{"port": 80, "protocol": "UDP"}, {"port": 80, "protocol": "TCP"}]}},
+        ("f:spec", "f:ports", 'k:{"port":80,"protocol":"TCP"}'),
+        {"spec": {"ports": [{"port": 80, "protocol": "UDP"}]}},
+        id="an item matched by every field of its key",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "path", "expected"), WITHOUTS)
+def test_without_removes_what_the_path_names_and_nothing_else(
+    obj: Obj, path: Path, expected: Obj | None
+) -> None:
+    before = copy.deepcopy(obj)
+    assert without(obj, [path]) == (before if expected is None else expected)
+    assert obj == before
+
+
+def cm(**data: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}
+
+
+def entry(manager: str, paths: set[Path], operation: str = "Apply", **extra: str) -> Obj:
+    return {"manager": manager, "operation": operation, "fieldsV1": fields_v1(paths), **extra}
+
+
+DATA_A, DATA_B = ("f:data", "f:a"), ("f:data", "f:b")
+STATUS = ("f:status", "f:phase")
+# (live and who set what in it, the body applied now, the paths the apply removes)
+RELEASES: list[Any] = [
+    pytest.param(
+        {**cm(a="1", b="2"), "managedFields": [entry("gitsync", {DATA_A, DATA_B})]},
+        {**cm(), "data": None},
+        [("f:data",)],
+        id="a top-level map Git dropped goes whole, not key by key",
+    ),
+    pytest.param(
+        {
+            **cm(a="1", b="2"),
+            "managedFields": [entry("gitsync", {DATA_A, DATA_B}), entry("helm", {DATA_A})],
+        },
+        {**cm(), "data": None},
+        [DATA_B],
+        id="what another manager's Apply holds stays",
+    ),
+    pytest.param(
+        {**cm(a="1"), "managedFields": [entry("gitsync", {DATA_A, DATA_B})]},
+        cm(a="1"),
+        [],
+        id="what is no longer live is not removed again",
+    ),
+    pytest.param(
+        {**cm(a="1"), "managedFields": [entry("gitsync", {DATA_A}, "Update")]},
+        {**cm(), "data": None},
+        [],
+        id="gitsync's Update is no apply to prune by",
+    ),
+    pytest.param(
+        {
+            **cm(a="1"),
+            "status": {"phase": "Ready"},
+            "managedFields": [entry("gitsync", {STATUS}, subresource="status")],
+        },
+        cm(a="1"),
+        [],
+        id="the status gitsync writes is no part of the body",
+    ),
+]
+
+
+@pytest.mark.parametrize(("live", "body", "gone"), RELEASES)
+def test_released_is_what_the_apply_prunes(live: Obj, body: Obj, gone: list[Path]) -> None:
+    managed = live.pop("managedFields")
+    live["metadata"] = {**live["metadata"], "managedFields": managed}
+    body = {k: v for k, v in body.items() if v is not None}
+    assert list(planner.released(live, body, "gitsync")) == gone
+
+
+def test_after_a_create_is_the_body_sent_with_a_uid_still_to_be_assigned() -> None:
+    created = decide("MyApp/web", APP, None, policy())
+    held = decide("MyApp/web", APP, None, policy(suspended=True))
+    unchanged = decide("MyApp/web", APP, applied(APP), policy())
+    sent = created.body
+    assert sent is not None and APPLIED_ANNOTATION in sent["metadata"]["annotations"]
+    uid = {"uid": planner.UID_TO_BE_ASSIGNED}
+    assert after(created) == {**sent, "metadata": {**sent["metadata"], **uid}}
+    # nothing is sent: what Git says, as it would be created
+    assert after(held) == {**APP, "metadata": {**APP["metadata"], **uid}}
+    assert after(unchanged) is unchanged.live
