@@ -584,6 +584,13 @@ PUTS: list[Any] = [
         {"spec": {"env": []}},
         id="no field element on a list",
     ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "i:0", "f:replicas"),
+        2,
+        {"spec": {"replicas": 1}},
+        id="an element of another kind stops the walk",
+    ),
 ]
 
 
@@ -674,8 +681,12 @@ WITHOUTS: list[Any] = [
         {"spec": {"env": ["x"]}},
         id="an item that is no map matches no key",
     ),
+    pytest.param({"spec": {"env": envs("A")}}, (*ENV, 'k:{"name":"B"}'), None, id="no such item"),
     pytest.param(
-        {"spec": {"env": envs("A")}}, (*ENV, 'k:{"name":"B"}', "f:value"), None, id="no such item"
+        {"spec": {"env": envs("A")}},
+        (*ENV, 'k:{"name":"B"}', "f:value"),
+        None,
+        id="a field of no such item",
     ),
     pytest.param(
         {"spec": {"env": envs("A", "B")}},
@@ -772,3 +783,22 @@ def test_after_a_create_is_the_body_sent_with_a_uid_still_to_be_assigned() -> No
     # nothing is sent: what Git says, as it would be created
     assert after(held) == {**APP, "metadata": {**APP["metadata"], **uid}}
     assert after(unchanged) is unchanged.live
+
+
+# (live, body, after the apply): what the server keeps of live where the body is not a
+# keyed list merged item by item
+MERGES: list[Any] = [
+    pytest.param(
+        {"args": ["a", "b"], "x": 1}, {"args": ["c"]}, {"args": ["c"], "x": 1}, id="an atomic list"
+    ),
+    pytest.param({"v": {"a": 1}}, {"v": "s"}, {"v": "s"}, id="a map replaced by a scalar"),
+    pytest.param({"v": "s"}, {"v": {"a": 1}}, {"v": {"a": 1}}, id="a scalar replaced by a map"),
+    pytest.param({"v": [1]}, {"v": {"a": 1}}, {"v": {"a": 1}}, id="a list replaced by a map"),
+]
+
+
+@pytest.mark.parametrize(("live", "body", "merged"), MERGES)
+def test_after_merges_maps_and_replaces_everything_else(live: Obj, body: Obj, merged: Obj) -> None:
+    live_obj, body_obj = {"kind": "X", "spec": live}, {"kind": "X", "spec": body}
+    step = Step("X/x", "configured", live_obj, body_obj, body=body_obj)
+    assert after(step) == {"kind": "X", "spec": merged}
