@@ -746,6 +746,28 @@ RELEASES: list[Any] = [
         id="what is no longer live is not removed again",
     ),
     pytest.param(
+        {
+            **cm(),
+            "spec": {"env": envs("A")},
+            "managedFields": [
+                entry("gitsync", {(*ENV, 'k:{"name":"A"}'), (*ENV, 'k:{"name":"B"}')})
+            ],
+        },
+        {**cm(), "spec": {"env": envs("A")}},
+        [],
+        id="an item no longer live is not removed again",
+    ),
+    pytest.param(
+        {
+            **cm(),
+            "spec": {"v": [{"x": 1}]},
+            "managedFields": [entry("gitsync", {("f:spec", "f:v", "f:a")})],
+        },
+        {**cm(), "spec": {}},
+        [("f:spec", "f:v")],
+        id="a map of ours made a list by hand goes whole",
+    ),
+    pytest.param(
         {**cm(a="1"), "managedFields": [entry("gitsync", {DATA_A}, "Update")]},
         {**cm(), "data": None},
         [],
