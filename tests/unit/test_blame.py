@@ -124,6 +124,47 @@ def test_rendered_fields_point_to_the_myapp_field_they_come_from() -> None:
     assert rendered_from((*container, "f:name")) is None
 
 
+_APP = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+_PORT = 'k:{"containerPort":80,"protocol":"TCP"}'
+#: (a Deployment field, the MyApp field it is rendered from): every row of render's
+#: FROM_SPEC, and what gitsync derives from the MyApp's identity
+_RENDERED_FROM: list[Any] = [
+    pytest.param(("f:spec", "f:replicas"), ("f:spec", "f:replicas"), id="replicas"),
+    pytest.param((*_APP, "f:image"), ("f:spec", "f:image"), id="image"),
+    pytest.param((*_APP, "f:ports", _PORT, "f:containerPort"), ("f:spec", "f:port"), id="port"),
+    pytest.param(
+        (*_APP, "f:env", 'k:{"name":"X"}', "f:value"),
+        ("f:spec", "f:env", 'k:{"name":"X"}', "f:value"),
+        id="env, the same shape",
+    ),
+    pytest.param(
+        (*_APP, "f:resources", "f:limits", "f:cpu"),
+        ("f:spec", "f:resources", "f:limits", "f:cpu"),
+        id="resources, the same shape",
+    ),
+    pytest.param((*_APP, "f:name"), None, id="the container's name"),
+    pytest.param(("f:metadata", "f:ownerReferences", 'k:{"uid":"u-1"}'), None, id="the owner"),
+    pytest.param(
+        ("f:metadata", "f:labels", "f:app.kubernetes.io/managed-by"), None, id="gitsync's label"
+    ),
+    pytest.param(
+        ("f:metadata", "f:labels", "f:app.kubernetes.io/name"),
+        ("f:metadata", "f:name"),
+        id="another label",
+    ),
+    pytest.param(
+        ("f:spec", "f:template", "f:metadata", "f:labels", "f:app.kubernetes.io/name"),
+        ("f:metadata", "f:name"),
+        id="the pod's label",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "source"), _RENDERED_FROM)
+def test_rendered_from_follows_renders_table(path: tuple[str, ...], source: Any) -> None:
+    assert rendered_from(path) == source
+
+
 def _live(manifest: str) -> tuple[dict[str, Any], dict[str, Any]]:
     obj = yaml.safe_load(manifest)
     obj["metadata"]["uid"] = "u-1"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gitsync.engine import planner
 from gitsync.engine.changeset import PruneGuard, changes_of, plan, plan_prune
 from gitsync.engine.differences import unified
 from gitsync.engine.drift import DriftItem
@@ -492,3 +493,346 @@ def test_a_containers_resources_emptied_by_git_stays_as_an_empty_struct() -> Non
     assert step.released == ((*container, "f:resources", "f:requests"),)
     [held] = after(step)["spec"]["template"]["spec"]["containers"]
     assert held["resources"] == {}
+
+
+# --- the stamp's text, its memo, and the paths the diff reads and writes -----------------
+
+
+def test_the_stamp_is_the_same_whatever_the_order_of_the_keys() -> None:
+    # a body parsed from YAML, or rebuilt by render, has no fixed key order
+    one = {"metadata": {"name": "web"}, "spec": {"replicas": 1, "image": "a"}}
+    other = {"spec": {"image": "a", "replicas": 1}, "metadata": {"name": "web"}}
+    assert stamped(one) == stamped(other)
+    assert stamp_of("Deployment/shop/order-a", one) == stamp_of("Deployment/shop/order-b", other)
+
+
+def test_the_stamp_memo_is_emptied_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner, "_STAMPS", {})
+    monkeypatch.setattr(planner, "_STAMPS_MAX", 2)
+    stamp_of("Deployment/shop/a", dep())
+    stamp_of("Deployment/shop/b", dep())
+    assert set(planner._STAMPS) == {"Deployment/shop/a", "Deployment/shop/b"}
+    # full: the next object starts a new memo rather than growing it past its bound
+    stamp_of("Deployment/shop/c", dep())
+    assert set(planner._STAMPS) == {"Deployment/shop/c"}
+
+
+def test_an_object_without_a_namespace_is_named_without_one() -> None:
+    desired = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}
+    assert decide("Namespace/shop", desired, None, policy()).subject == "Namespace/shop"
+    assert decide("Namespace/shop", desired, stamped(desired), policy()).subject == (
+        "Namespace/shop"
+    )
+    # no name either: the subject says so rather than make one up
+    assert decide("Namespace", {"kind": "Namespace"}, None, policy()).subject == "Namespace/"
+
+
+CONTAINER = ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"app"}')
+VALUES_AT: list[Any] = [
+    pytest.param(REPLICAS, 1, id="a field"),
+    pytest.param((*CONTAINER, "f:image"), "nginx:1.27", id="a field of a keyed item"),
+    pytest.param(CONTAINER[:-1], [{"name": "app", "image": "nginx:1.27"}], id="a list"),
+    pytest.param((*CONTAINER[:-1], 'k:{"name":"other"}'), None, id="no such item"),
+    pytest.param(("f:spec", "f:missing", "f:deeper"), None, id="no such field"),
+    pytest.param(("f:spec", "f:replicas", "f:deeper"), None, id="below a scalar"),
+    pytest.param((*CONTAINER[:-1], "f:name"), None, id="a field element on a list"),
+    pytest.param(("f:spec", 'k:{"name":"app"}'), None, id="an item element on a map"),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), VALUES_AT)
+def test_value_at_reads_fields_and_keyed_items(path: Path, value: Any) -> None:
+    obj = {
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}},
+        }
+    }
+    assert planner.value_at(obj, path) == value
+
+
+PUTS: list[Any] = [
+    pytest.param({}, REPLICAS, 2, {"spec": {"replicas": 2}}, id="the maps on the way made"),
+    pytest.param({"spec": {"replicas": 1}}, REPLICAS, 2, {"spec": {"replicas": 2}}, id="replaced"),
+    pytest.param(
+        {},
+        (*CONTAINER, "f:image"),
+        "a",
+        pod([{"name": "app", "image": "a"}]),
+        id="a keyed item made with its key",
+    ),
+    pytest.param(
+        pod([{"name": "x"}, {"name": "app", "image": "a"}]),
+        (*CONTAINER, "f:image"),
+        "b",
+        pod([{"name": "x"}, {"name": "app", "image": "b"}]),
+        id="the matching item's field set",
+    ),
+    pytest.param(
+        pod([{"name": "x"}, {"name": "app", "image": "a"}]),
+        CONTAINER,
+        {"name": "app", "image": "c"},
+        pod([{"name": "x"}, {"name": "app", "image": "c"}]),
+        id="a whole item replaced in its place",
+    ),
+    pytest.param(
+        pod([{"name": "x"}]),
+        CONTAINER,
+        {"name": "app"},
+        pod([{"name": "x"}, {"name": "app"}]),
+        id="a whole item added after the others",
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "f:replicas", "f:deeper"),
+        2,
+        {"spec": {"replicas": 1}},
+        id="nothing below a scalar",
+    ),
+    pytest.param(
+        {"spec": {"env": []}},
+        ("f:spec", "f:env", "f:name"),
+        2,
+        {"spec": {"env": []}},
+        id="no field element on a list",
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "i:0", "f:replicas"),
+        2,
+        {"spec": {"replicas": 1}},
+        id="an element of another kind stops the walk",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "path", "value", "expected"), PUTS)
+def test_put_sets_a_value_making_what_is_missing_on_the_way(
+    obj: Obj, path: Path, value: Any, expected: Obj
+) -> None:
+    planner.put(obj, path, value)
+    assert obj == expected
+
+
+@pytest.mark.parametrize(("desired", "live", "p", "action", "findings", "written"), DECISIONS)
+def test_only_suspend_gives_a_decision_a_reason(
+    desired: Obj,
+    live: Obj | None,
+    p: Policy,
+    action: str,
+    findings: list[tuple[str, str]],
+    written: list[str] | None,
+) -> None:
+    step = decide("Deployment/web", desired, live, p)
+    assert step.reason.startswith("suspended") == p.suspended
+    if not p.suspended:
+        assert step.reason == ""
+
+
+def without_keyless_sidecar() -> tuple[Obj, Obj]:
+    # a container without its key (name) in desired: no item of the keyed list, so no
+    # difference drift_items can name (the server refuses such a body anyway), though
+    # live lacks it and the projection differs
+    desired = dep()
+    desired["spec"]["template"]["spec"]["containers"].append({"image": "sidecar:1"})
+    live = applied(desired)
+    del live["spec"]["template"]["spec"]["containers"][1]
+    return desired, live
+
+
+def in_the_servers_form() -> tuple[Obj, Obj]:
+    # Git says 0.5, the server stores 500m: the same CPU
+    desired = dep(resources={"requests": {"cpu": "0.5"}})
+    live = applied(desired)
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    return desired, live
+
+
+NO_CHANGE: list[Any] = [
+    pytest.param(*without_keyless_sidecar(), id="an item without its key"),
+    pytest.param(*in_the_servers_form(), id="a quantity in the server's form"),
+]
+
+
+@pytest.mark.parametrize(("desired", "live"), NO_CHANGE)
+@pytest.mark.parametrize("suspended", [False, True])
+def test_what_no_drift_item_names_is_no_change_even_under_suspend(
+    desired: Obj, live: Obj, suspended: bool
+) -> None:
+    # nothing to write or hold, and no "suspended" reason for a step that holds nothing
+    step = decide("Deployment/web", desired, live, policy(suspended=suspended))
+    assert (step.action, step.body, step.held, step.drift, step.reason) == (
+        "unchanged",
+        None,
+        (),
+        (),
+        "",
+    )
+
+
+ENV = ("f:spec", "f:env")
+WITHOUTS: list[Any] = [
+    pytest.param(
+        {"spec": {"replicas": 1}}, ("f:spec", "f:replicas", "f:deeper"), None, id="below a scalar"
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "f:replicas", 'k:{"name":"A"}'),
+        None,
+        id="an item below a scalar",
+    ),
+    pytest.param(
+        {"spec": {"replicas": 1}},
+        ("f:spec", "i:0", "f:replicas"),
+        None,
+        id="an element of another kind stops the walk",
+    ),
+    pytest.param(
+        {"spec": {"env": ["x", {"name": "A"}]}},
+        (*ENV, 'k:{"name":"A"}'),
+        {"spec": {"env": ["x"]}},
+        id="an item that is no map matches no key",
+    ),
+    pytest.param({"spec": {"env": envs("A")}}, (*ENV, 'k:{"name":"B"}'), None, id="no such item"),
+    pytest.param(
+        {"spec": {"env": envs("A")}},
+        (*ENV, 'k:{"name":"B"}', "f:value"),
+        None,
+        id="a field of no such item",
+    ),
+    pytest.param(
+        {"spec": {"env": envs("A", "B")}},
+        (*ENV, 'k:{"name":"B"}', "f:value"),
+        {"spec": {"env": [*envs("A"), {"name": "B"}]}},
+        id="a field of the matching item",
+    ),
+    pytest.param(
+        {"spec": {"ports": [{"port": 80, "protocol": "UDP"}, {"port": 80, "protocol": "TCP"}]}},
+        ("f:spec", "f:ports", 'k:{"port":80,"protocol":"TCP"}'),
+        {"spec": {"ports": [{"port": 80, "protocol": "UDP"}]}},
+        id="an item matched by every field of its key",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "path", "expected"), WITHOUTS)
+def test_without_removes_what_the_path_names_and_nothing_else(
+    obj: Obj, path: Path, expected: Obj | None
+) -> None:
+    before = copy.deepcopy(obj)
+    assert without(obj, [path]) == (before if expected is None else expected)
+    assert obj == before
+
+
+def cm(**data: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}
+
+
+def entry(manager: str, paths: set[Path], operation: str = "Apply", **extra: str) -> Obj:
+    return {"manager": manager, "operation": operation, "fieldsV1": fields_v1(paths), **extra}
+
+
+DATA_A, DATA_B = ("f:data", "f:a"), ("f:data", "f:b")
+STATUS = ("f:status", "f:phase")
+# (live and who set what in it, the body applied now, the paths the apply removes)
+RELEASES: list[Any] = [
+    pytest.param(
+        {**cm(a="1", b="2"), "managedFields": [entry("gitsync", {DATA_A, DATA_B})]},
+        {**cm(), "data": None},
+        [("f:data",)],
+        id="a top-level map Git dropped goes whole, not key by key",
+    ),
+    pytest.param(
+        {
+            **cm(a="1", b="2"),
+            "managedFields": [entry("gitsync", {DATA_A, DATA_B}), entry("helm", {DATA_A})],
+        },
+        {**cm(), "data": None},
+        [DATA_B],
+        id="what another manager's Apply holds stays",
+    ),
+    pytest.param(
+        {**cm(a="1"), "managedFields": [entry("gitsync", {DATA_A, DATA_B})]},
+        cm(a="1"),
+        [],
+        id="what is no longer live is not removed again",
+    ),
+    pytest.param(
+        {
+            **cm(),
+            "spec": {"env": envs("A")},
+            "managedFields": [
+                entry("gitsync", {(*ENV, 'k:{"name":"A"}'), (*ENV, 'k:{"name":"B"}')})
+            ],
+        },
+        {**cm(), "spec": {"env": envs("A")}},
+        [],
+        id="an item no longer live is not removed again",
+    ),
+    pytest.param(
+        {
+            **cm(),
+            "spec": {"v": [{"x": 1}]},
+            "managedFields": [entry("gitsync", {("f:spec", "f:v", "f:a")})],
+        },
+        {**cm(), "spec": {}},
+        [("f:spec", "f:v")],
+        id="a map of ours made a list by hand goes whole",
+    ),
+    pytest.param(
+        {**cm(a="1"), "managedFields": [entry("gitsync", {DATA_A}, "Update")]},
+        {**cm(), "data": None},
+        [],
+        id="gitsync's Update is no apply to prune by",
+    ),
+    pytest.param(
+        {
+            **cm(a="1"),
+            "status": {"phase": "Ready"},
+            "managedFields": [entry("gitsync", {STATUS}, subresource="status")],
+        },
+        cm(a="1"),
+        [],
+        id="the status gitsync writes is no part of the body",
+    ),
+]
+
+
+@pytest.mark.parametrize(("live", "body", "gone"), RELEASES)
+def test_released_is_what_the_apply_prunes(live: Obj, body: Obj, gone: list[Path]) -> None:
+    managed = live.pop("managedFields")
+    live["metadata"] = {**live["metadata"], "managedFields": managed}
+    body = {k: v for k, v in body.items() if v is not None}
+    assert list(planner.released(live, body, "gitsync")) == gone
+
+
+def test_after_a_create_is_the_body_sent_with_a_uid_still_to_be_assigned() -> None:
+    created = decide("MyApp/web", APP, None, policy())
+    held = decide("MyApp/web", APP, None, policy(suspended=True))
+    unchanged = decide("MyApp/web", APP, applied(APP), policy())
+    sent = created.body
+    assert sent is not None and APPLIED_ANNOTATION in sent["metadata"]["annotations"]
+    uid = {"uid": planner.UID_TO_BE_ASSIGNED}
+    assert after(created) == {**sent, "metadata": {**sent["metadata"], **uid}}
+    # nothing is sent: what Git says, as it would be created
+    assert after(held) == {**APP, "metadata": {**APP["metadata"], **uid}}
+    assert after(unchanged) is unchanged.live
+
+
+# (live, body, after the apply): what the server keeps of live where the body is not a
+# keyed list merged item by item
+MERGES: list[Any] = [
+    pytest.param(
+        {"args": ["a", "b"], "x": 1}, {"args": ["c"]}, {"args": ["c"], "x": 1}, id="an atomic list"
+    ),
+    pytest.param({"v": {"a": 1}}, {"v": "s"}, {"v": "s"}, id="a map replaced by a scalar"),
+    pytest.param({"v": "s"}, {"v": {"a": 1}}, {"v": {"a": 1}}, id="a scalar replaced by a map"),
+    pytest.param({"v": [1]}, {"v": {"a": 1}}, {"v": {"a": 1}}, id="a list replaced by a map"),
+]
+
+
+@pytest.mark.parametrize(("live", "body", "merged"), MERGES)
+def test_after_merges_maps_and_replaces_everything_else(live: Obj, body: Obj, merged: Obj) -> None:
+    live_obj, body_obj = {"kind": "X", "spec": live}, {"kind": "X", "spec": body}
+    step = Step("X/x", "configured", live_obj, body_obj, body=body_obj)
+    assert after(step) == {"kind": "X", "spec": merged}
