@@ -140,7 +140,8 @@ class Reconciler:
         what Git last declared. ``deployment_absent``: the pass's LIST of the namespace,
         moments ago, showed no Deployment of this name (one LIST per namespace instead
         of one GET per new MyApp). A permanent failure to apply the Deployment is
-        recorded in status and an Event, and is permanent."""
+        recorded in status and an Event, and returned as permanent: it waits for the
+        MyApp or its Deployment to change."""
         with self._key_locks.hold(key):
             with self._count_lock:
                 self.reconciles += 1
@@ -174,7 +175,9 @@ class Reconciler:
                 return Result(requeue_after=e.retry_after, error=str(e), action=action)
             except (GitsyncError, ValueError) as e:
                 # the MyApp could not be applied, or its status not written: tried again
-                # with backoff; a pass's revision did not apply
+                # with backoff, even when the error is permanent (what Git declares for
+                # this key changes with no watch event of it); a pass's revision did not
+                # apply, and Synced says so
                 if declared is not None:
                     self._sync_failed(key, rec, declared, str(e))
                 return Result(error=str(e), action=action)
