@@ -11,7 +11,10 @@ from gitsync.model.myapp_status import (
     MAX_DRIFT_ENTRIES,
     MAX_DRIFT_VALUE_BYTES,
     SyncInfo,
+    _drift_message,
+    _ready_message,
     compute,
+    condition,
     keep_recorded_drift,
     phase_of,
     same,
@@ -213,3 +216,121 @@ def test_a_cut_value_keeps_its_text_as_written() -> None:
     # not JSON's \u00e9 escapes: what is kept reads as the value did
     cut, was_cut = stored.shorten({"k": "é" * 100}, 80)
     assert was_cut and cut.startswith('{"k": "éé') and "\\u" not in cut
+
+
+def _rolled(**status: Any) -> dict[str, Any]:
+    """A Deployment of one replica with no generation, spec.replicas or status fields but
+    those given: what each of phase_of's defaults stands for."""
+    return {"metadata": {}, "spec": {}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("dep", "phase"),
+    [
+        # a missing generation is 0, a missing observedGeneration 0: seen
+        (_rolled(updatedReplicas=1, availableReplicas=1), "Available"),
+        # a generation the controller has not observed yet (no observedGeneration)
+        (
+            {**_rolled(updatedReplicas=1, availableReplicas=1), "metadata": {"generation": 1}},
+            "Progressing",
+        ),
+        # a missing spec.replicas is the server's default, 1
+        (_rolled(), "Progressing"),
+        (_rolled(updatedReplicas=1), "Progressing"),  # no availableReplicas: none available
+        # only Progressing=False for ProgressDeadlineExceeded is a failed rollout
+        (
+            _rolled(
+                updatedReplicas=1,
+                availableReplicas=1,
+                conditions=[{"type": "Available", "reason": "ProgressDeadlineExceeded"}],
+            ),
+            "Available",
+        ),
+        (
+            _rolled(conditions=[{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]),
+            "Progressing",
+        ),
+    ],
+)
+def test_phase_where_the_deployment_leaves_fields_out(dep: dict[str, Any], phase: str) -> None:
+    assert phase_of(dep) == phase
+
+
+def test_a_condition_keeps_its_transition_time_only_while_its_own_status_holds() -> None:
+    previous = [
+        {"type": "Synced", "status": "True", "lastTransitionTime": "synced-since"},
+        {"type": "Ready", "status": "False", "lastTransitionTime": "ready-since"},
+    ]
+    kept = condition("Ready", False, "Progressing", "m", 3, previous)
+    assert kept["lastTransitionTime"] == "ready-since"
+    assert kept == {
+        "type": "Ready",
+        "status": "False",
+        "observedGeneration": 3,
+        "lastTransitionTime": "ready-since",
+        "reason": "Progressing",
+        "message": "m",
+    }
+    # the status moved: a new time; another type's time is never taken
+    assert condition("Ready", True, "Available", "m", 3, previous)["lastTransitionTime"] not in (
+        "ready-since",
+        "synced-since",
+    )
+    assert condition("Drifted", True, "Drifted", "m", 3, previous)["lastTransitionTime"] not in (
+        "ready-since",
+        "synced-since",
+    )
+
+
+def test_the_ready_message_counts_what_the_deployment_says_with_its_defaults() -> None:
+    assert _ready_message(None) == "no Deployment yet"
+    assert _ready_message({}) == "0/1 replicas available"
+    dep = {"spec": {"replicas": 3}, "status": {"availableReplicas": 2}}
+    assert _ready_message(dep) == "2/3 replicas available"
+
+
+def test_the_drift_message_word_for_word() -> None:
+    assert _drift_message([]) == "live state matches the desired state"
+    long_path = "spec." + "x" * 300
+    one = [{"object": "Deployment/web", "path": long_path}]
+    # (no entry left out, no value cut: the defaults add no note)
+    assert _drift_message(one) == f"1 drifted: Deployment/web {stored.shorten(long_path, 256)[0]}"
+
+
+def test_the_drift_message_names_five_and_counts_the_rest() -> None:
+    def entries(n: int) -> list[dict[str, Any]]:
+        return [{"object": "Deployment/web", "path": f"spec.p{i}"} for i in range(n)]
+
+    five = ", ".join(f"Deployment/web spec.p{i}" for i in range(5))
+    assert _drift_message(entries(5)) == f"5 drifted: {five}"
+    assert _drift_message(entries(6)) == f"6 drifted: {five} and 1 more"
+    assert _drift_message(entries(7)) == f"7 drifted: {five} and 2 more"
+
+
+def test_same_ignores_transition_times_only() -> None:
+    cond = {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "a"}
+    live = {"phase": "Available", "conditions": [cond], "drift": []}
+    assert same(live, {**live, "conditions": [{**cond, "lastTransitionTime": "b"}]})
+    assert same({"phase": "Available", "conditions": [cond]}, live)  # no drift is []
+    assert not same(live, {**live, "conditions": [{**cond, "reason": "Progressing"}]})
+    assert not same(live, {**live, "conditions": []})
+    assert not same(live, {**live, "drift": [{"object": "Deployment/web", "path": "spec.p"}]})
+    assert not same(live, {**live, "phase": "Progressing"})
+    assert not same(None, live)
+    two = [cond, {**cond, "type": "Drifted"}]
+    assert same({**live, "conditions": two}, {**live, "conditions": two[::-1]})
+
+
+def test_a_new_revision_of_the_same_file_is_applied_now_and_the_same_one_keeps_its_time() -> None:
+    myapp = {
+        "metadata": {"generation": 2},
+        "status": {"source": {"revision": "r1", "path": "a.yaml", "lastSyncTime": "t1"}},
+    }
+
+    def source(revision: str, path: str) -> dict[str, Any]:
+        st = compute(myapp, None, drift=[], sync=SyncInfo(revision, path, "t2"))
+        return dict(st["source"])
+
+    assert source("r1", "a.yaml") == {"revision": "r1", "path": "a.yaml", "lastSyncTime": "t1"}
+    assert source("r2", "a.yaml")["lastSyncTime"] == "t2"
+    assert source("r1", "b.yaml") == {"revision": "r1", "path": "b.yaml", "lastSyncTime": "t2"}
