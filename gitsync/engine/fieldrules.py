@@ -33,6 +33,7 @@ INT_FIELDS: Final = frozenset(
     {
         "spec.replicas",  # MyApp and Deployment
         "spec.port",  # MyApp
+        "spec.progressDeadlineSeconds",  # MyApp and Deployment
         *(f"{c}[].ports[].containerPort" for c in _DEPLOYMENT_CONTAINERS),
     }
 )

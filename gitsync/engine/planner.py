@@ -40,6 +40,7 @@ from gitsync.model.api import (
     subject,
 )
 from gitsync.model.render import render
+from gitsync.model.rollout import RollbackPolicy
 
 Decision = Literal["created", "configured", "unchanged"]
 #: the uid a MyApp not created yet will have: enough to render its Deployment for a preview
@@ -61,6 +62,8 @@ class Settings:
     default_policy: DriftPolicy = "correct"
     force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
     field_manager: str = FIELD_MANAGER
+    #: for MyApps without spec.rollback (--rollback)
+    rollback: RollbackPolicy = "off"
 
 
 def policy_for(myapp: Obj, s: Settings, *, suspendable: bool = True) -> Policy:

@@ -50,7 +50,7 @@ from gitsync.model.api import (
 from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
-from gitsync.reconcile.reconciler import Result
+from gitsync.reconcile.result import Result
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision, Source
 from gitsync.source.giturl import redact_url

@@ -64,6 +64,13 @@ OPENAPI_V3_SCHEMA: Final[dict[str, Any]] = {
                 },
                 "driftPolicy": {"type": "string", "enum": ["correct", "report"]},
                 "suspend": {"type": "boolean"},
+                "progressDeadlineSeconds": {
+                    "type": "integer",
+                    "format": "int32",
+                    "minimum": 1,
+                    "maximum": 2147483647,
+                },
+                "rollback": {"type": "string", "enum": ["auto", "off"]},
             },
         },
         "status": {
@@ -101,6 +108,24 @@ OPENAPI_V3_SCHEMA: Final[dict[str, Any]] = {
                             "time": {"type": "string", "format": "date-time"},
                             "conflict": {"type": "boolean"},
                         },
+                    },
+                },
+                "lastHealthy": {
+                    "type": "object",
+                    "properties": {
+                        "revision": {"type": "string"},
+                        "digest": {"type": "string"},
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    },
+                },
+                "rollback": {
+                    "type": "object",
+                    "properties": {
+                        "from": {"type": "string"},
+                        "to": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "time": {"type": "string", "format": "date-time"},
+                        "heldDigest": {"type": "string"},
                     },
                 },
                 "conditions": {

@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gitsync.model import rollout as rolloutlib
 from gitsync.model import stored
 from gitsync.model.api import Obj
 from gitsync.model.crd_schema import OPENAPI_V3_SCHEMA
@@ -26,6 +27,8 @@ MAX_DRIFT_ENTRIES: Final[int] = OPENAPI_V3_SCHEMA["properties"]["status"]["prope
 #: bytes (as stored) of one entry's path, desired or live value; a longer one is cut to
 #: its start (a string saying how much was cut), and the Drifted condition counts them
 MAX_DRIFT_VALUE_BYTES: Final = 1024
+#: the condition of an automatic rollback (see gitsync.model.rollout)
+ROLLED_BACK: Final = "RolledBack"
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,10 @@ def compute(
     drift: list[Obj],
     sync: SyncInfo | None = None,
     error: str = "",
+    rollout: rolloutlib.State | None = None,
 ) -> Obj:
-    """The full status of ``myapp``."""
+    """The full status of ``myapp``. ``rollout`` None: what status says of rollbacks is
+    carried over (a reconcile that did not judge the rollout)."""
     live: Obj = myapp.get("status") or {}
     prev: list[Obj] = live.get("conditions") or []
     gen = int(myapp["metadata"].get("generation", 0))
@@ -131,7 +136,7 @@ def compute(
             "Ready", phase == "Available", "Suspended", "spec.suspend is set", gen, prev
         )
     else:
-        message = _ready_message(deployment)
+        message = (rollout.failed if rollout else "") or _ready_message(deployment)
         ready = condition("Ready", phase == "Available", phase, message, gen, prev)
     drifted = condition(
         "Drifted",
@@ -142,13 +147,14 @@ def compute(
         prev,
     )
     conditions = [ready, drifted]
-    if sync is not None:
-        old = live.get("source") or {}
-        same_source = old.get("revision") == sync.revision and old.get("path") == sync.path
-        # the time this revision was applied, not of the latest pass: a pass that
-        # changes nothing must not write (steady state costs zero writes)
-        when = old.get("lastSyncTime") if same_source and old.get("lastSyncTime") else sync.time
-        status["source"] = {"revision": sync.revision, "path": sync.path, "lastSyncTime": when}
+    held = _rollback(status, conditions, live, rollout, gen)
+    if sync is not None and held is not None:
+        # the cluster runs an older spec than this revision's, on purpose
+        message = f"{held.summary()}: this revision's spec is held back until Git changes it"
+        status["source"] = _source(live, sync)
+        conditions.append(condition("Synced", False, "RolledBack", message, gen, prev))
+    elif sync is not None:
+        status["source"] = _source(live, sync)
         reason = "Applied" if sync.ok else "SyncFailed"
         msg = sync.message or f"applied revision {sync.revision}"
         conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))
@@ -160,6 +166,50 @@ def compute(
             conditions.append(synced)
     status["conditions"] = conditions
     return status
+
+
+def _source(live: Obj, sync: SyncInfo) -> Obj:
+    old = live.get("source") or {}
+    same_source = old.get("revision") == sync.revision and old.get("path") == sync.path
+    # the time this revision was applied, not of the latest pass: a pass that
+    # changes nothing must not write (steady state costs zero writes)
+    when = old.get("lastSyncTime") if same_source and old.get("lastSyncTime") else sync.time
+    return {"revision": sync.revision, "path": sync.path, "lastSyncTime": when}
+
+
+def _rollback(
+    status: Obj, conditions: list[Obj], live: Obj, rollout: rolloutlib.State | None, gen: int
+) -> rolloutlib.Rollback | None:
+    """``status.lastHealthy``, ``status.rollback`` and the RolledBack condition, into
+    ``status`` and ``conditions``; the rollback in force, if any."""
+    prev: list[Obj] = live.get("conditions") or []
+    before = next((c for c in prev if c.get("type") == ROLLED_BACK), None)
+    if rollout is None:
+        for name in ("lastHealthy", "rollback"):
+            if live.get(name):
+                status[name] = live[name]
+        if before is not None:
+            conditions.append(before)
+        return rolloutlib.rollback_of(live)
+    if rollout.healthy is not None:
+        status["lastHealthy"] = rollout.healthy.to_status()
+    rb = rollout.rollback
+    if rb is not None:
+        status["rollback"] = rb.to_status()
+        message = (
+            f"the rollout of {rb.source or 'the revision'} failed ({rb.reason}); "
+            f"running the spec of {rb.target or 'the last healthy revision'}, "
+            "held until Git changes this MyApp"
+        )
+        conditions.append(condition(ROLLED_BACK, True, "RolledBack", message, gen, prev))
+    elif before is not None:
+        # once rolled back, the condition stays to say how the hold ended
+        if before.get("status") == "False" and not rollout.released:
+            conditions.append(before)
+        else:
+            message = rollout.released or "no rollback in force"
+            conditions.append(condition(ROLLED_BACK, False, "Released", message, gen, prev))
+    return rb
 
 
 def _ready_message(deployment: Obj | None) -> str:

@@ -134,6 +134,11 @@ def _replicas(value: Any, who: str) -> int:
     return DEFAULT_REPLICAS if value is None else _int(value, who, "replicas")
 
 
+def _deadline(value: Any, who: str) -> int | None:
+    # unset: the Deployment keeps Kubernetes' default (600), owned by no one
+    return None if value is None else _int(value, who, "progressDeadlineSeconds")
+
+
 def _image(value: Any, who: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{who}: spec.image is required")
@@ -213,6 +218,7 @@ class Rendered:
 #: (gitsync.engine.blame.rendered_from) traces a Deployment field back through it
 FROM_SPEC: Final = (
     Rendered("replicas", "spec", "replicas", _replicas),
+    Rendered("progressDeadlineSeconds", "spec", "progressDeadlineSeconds", _deadline),
     Rendered("image", "container", "image", _image),
     Rendered("port", "container", "ports", _ports),
     Rendered("env", "container", "env", _env, same_shape=True),

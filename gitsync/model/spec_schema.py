@@ -38,6 +38,11 @@ _WORDS: Final[Mapping[FieldPath, str]] = {
     ("spec",): "a mapping with an image",
     ("spec", "env"): "a list of name/value pairs",
 }
+#: the words YAML 1.1 (go-yaml, and so kubectl) reads as booleans, by the value read
+_YAML_BOOLS: Final[Mapping[str, bool]] = {
+    **dict.fromkeys(("y", "yes", "true", "on"), True),
+    **dict.fromkeys(("n", "no", "false", "off"), False),
+}
 _INT_FORMATS: Final = {"int32": 2**31 - 1, "int64": 2**63 - 1}
 _COMMON: Final = frozenset({"type", "description"})
 # nor does any quantity the API server accepts hold more characters than this
@@ -105,8 +110,18 @@ def _enum(node: Node, path: FieldPath) -> Check:
 
     def check(value: object, path: FieldPath, out: Problems) -> object:
         if value not in allowed:
-            out.append((path, f"must be one of {words}, found {kind_of(value)}"))
+            out.append((path, f"must be one of {words}, found {kind_of(value)}{_quote(value)}"))
         return value
+
+    def _quote(value: object) -> str:
+        # ``rollback: off``: YAML (kubectl's too) reads a bare off, on, yes or no as a
+        # boolean, so the word the enum names never arrives
+        if not isinstance(value, bool):
+            return ""
+        word = next((w for w in allowed if _YAML_BOOLS.get(str(w).lower()) is value), None)
+        if word is None:
+            return ""
+        return f'; write "{word}" in quotes: YAML reads a bare {word} as {str(value).lower()}'
 
     return check
 

@@ -3,7 +3,7 @@ queue, N workers, and per-key locks (in :class:`~gitsync.reconcile.reconciler.Re
 
 What one reconcile does is in :mod:`gitsync.reconcile.reconciler`; this module wires the real
 client to it and schedules keys: a watch event enqueues the key, a worker takes it
-and turns the reconcile's :class:`~gitsync.reconcile.reconciler.Result` into the queue's
+and turns the reconcile's :class:`~gitsync.reconcile.result.Result` into the queue's
 requeue-after, backoff or forget.
 """
 
@@ -31,7 +31,8 @@ from gitsync.model.api import (
     key_of,
 )
 from gitsync.reconcile.ledger import Declared, Ledger
-from gitsync.reconcile.reconciler import Reconciler, Result, foreign_deployment
+from gitsync.reconcile.reconciler import Reconciler
+from gitsync.reconcile.result import Result, foreign_deployment
 from gitsync.reconcile.workqueue import WorkQueue
 
 __all__ = ["Controller", "ControllerConfig", "Result", "foreign_deployment"]

@@ -22,20 +22,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Decision, Settings, policy_for
+from gitsync.engine.planner import Settings, policy_for
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
 from gitsync.model import myapp_status as statuslib
+from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.model.render import render
 from gitsync.reconcile.converge import Outcome, converge
 from gitsync.reconcile.keylock import KeyLocks
 from gitsync.reconcile.ledger import Declared, Ledger, Record
+from gitsync.reconcile.result import MyAppAction, Result, Served, foreign_deployment
 
 log = logging.getLogger(__name__)
 
@@ -45,54 +46,9 @@ DEFAULT_SETTINGS: Final = Settings()
 #: revision and a phase from the Deployment's own status) instead of two
 FIRST_STATUS_WAIT: Final = 2.0
 
-#: what a reconcile did to the MyApp itself; "failed": it could not be applied
-MyAppAction = Literal[Decision, "failed"]
-
 
 class ObjectWriter(Writer, StatusWriter, Protocol):
     """What reconcile writes: objects and MyApp status (an :class:`~gitsync.kube.apply.Applier`)."""
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one reconcile did, and what the loop does with the key next.
-
-    ``requeue_after``: come back in that many seconds (with ``error``: the server's
-    Retry-After, see :attr:`throttled`; without: a first status held back).
-    ``error`` without ``permanent``: it failed for now (a timeout, a 5xx) and is tried
-    again with the queue's backoff; ``permanent``: it failed for good with these inputs
-    (recorded in status and an Event) and waits for the MyApp or its Deployment to
-    change (the reading of :attr:`gitsync.errors.GitsyncError.temporary`). Otherwise
-    done: the key's backoff is forgotten. ``action`` is what happened to the MyApp
-    object, ``outcome`` to its Deployment."""
-
-    requeue_after: float | None = None
-    permanent: bool = False
-    error: str = ""
-    action: MyAppAction = "unchanged"
-    outcome: Outcome | None = None
-
-    @property
-    def retry(self) -> bool:
-        return bool(self.error) and not self.permanent and self.requeue_after is None
-
-    @property
-    def throttled(self) -> bool:
-        """Refused by the server for now (429): nothing of it was recorded."""
-        return bool(self.error) and self.requeue_after is not None
-
-
-def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | None:
-    """Why ``deployment`` (found where MyApp ``key``'s would go) is not gitsync's to
-    take over, or None when that MyApp owns it (``myapp`` None: not created yet)."""
-    uid = (myapp or {}).get("metadata", {}).get("uid")
-    refs = deployment.get("metadata", {}).get("ownerReferences") or []
-    if uid and any(r.get("controller") and r.get("uid") == uid for r in refs):
-        return None
-    return (
-        f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
-        "gitsync does not take it over (rename the MyApp or remove the Deployment)"
-    )
 
 
 class Reconciler:
@@ -154,18 +110,18 @@ class Reconciler:
                 return Result()  # the garbage collector takes the Deployment
             action: MyAppAction = "failed"
             try:
-                myapp, items, action = self._converge_myapp(key, live, rec)
-                if myapp is None:
+                served = self._converge_myapp(key, live, rec)
+                if served is None:
                     return Result()  # (not declared: gone or foreign, nothing to serve)
+                action = served.action
                 if declared is not None:
                     # the revision a MyApp reports is the one that last changed it
-                    rec.sync = statuslib.source_for(action != "unchanged", myapp, declared.sync)
+                    changed = action != "unchanged"
+                    rec.sync = statuslib.source_for(changed, served.myapp, declared.sync)
                 return self._deployment_and_status(
                     key,
                     rec,
-                    myapp,
-                    items,
-                    action,
+                    served,
                     from_git=declared is not None,
                     deployment_absent=deployment_absent,
                 )
@@ -198,24 +154,21 @@ class Reconciler:
             log.warning("could not record the failure in status: %s", e, extra={"key": key})
 
     def _deployment_and_status(
-        self,
-        key: str,
-        rec: Record,
-        myapp: Obj,
-        items: list[driftlib.DriftItem],
-        action: MyAppAction,
-        *,
-        from_git: bool,
-        deployment_absent: bool,
+        self, key: str, rec: Record, served: Served, *, from_git: bool, deployment_absent: bool
     ) -> Result:
-        """The Deployment, then the status. A temporary failure of the Deployment is
-        retried without a status write (a sync pass records that its revision did not
-        apply); a permanent one is recorded, then returned as such. Raises what the
-        status write raises."""
+        """The Deployment, its rollout judged, then the status. A temporary failure of
+        the Deployment is retried without a status write (a sync pass records that its
+        revision did not apply); a permanent one is recorded, then returned as such.
+        Raises what the status write raises."""
+        myapp, items, action = served.myapp, served.items, served.action
+        held = served.hold.summary() if served.hold is not None else ""
+        state: rolloutlib.State | None = None
         try:
             outcome: Outcome | None = self._converge_deployment(key, myapp, deployment_absent)
             error, permanent = "", False
             rec.last_error = None
+            if outcome is not None and served.git is not None:
+                myapp, outcome, state = self._judge_rollout(key, rec, served, outcome)
         except APITooManyRequestsError:
             raise
         except (GitsyncError, ValueError) as e:
@@ -226,13 +179,61 @@ class Reconciler:
                 s = rec.sync or statuslib.SyncInfo("", "", "")
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
             elif not permanent:
-                return Result(error=error, action=action)
+                return Result(error=error, action=action, held=held)
         if outcome is not None and (wait := self._first_status_wait(rec, myapp, outcome)):
-            return Result(requeue_after=wait, action=action, outcome=outcome)
-        self._status(key, rec, myapp, items, outcome, error)
+            return Result(requeue_after=wait, action=action, outcome=outcome, held=held)
+        self._status(key, rec, myapp, items, outcome, error, state)
         if error:
-            return Result(permanent=permanent, error=error, action=action)
-        return Result(action=action, outcome=outcome)
+            return Result(permanent=permanent, error=error, action=action, held=held)
+        return Result(action=action, outcome=outcome, held=held)
+
+    def _judge_rollout(
+        self, key: str, rec: Record, served: Served, outcome: Outcome
+    ) -> tuple[Obj, Outcome, rolloutlib.State | None]:
+        """The rollout of a MyApp held to Git, judged by its Deployment
+        (:func:`gitsync.model.rollout.judge`); the MyApp and the Deployment as they are
+        now (rolled back, maybe), and what status says of it (None: carried over)."""
+        assert served.git is not None
+        git_spec: Obj = served.git.get("spec") or {}
+        found = rolloutlib.judge(
+            policy=rolloutlib.policy_of(git_spec, self.settings.rollback),
+            git_spec=git_spec,
+            status=served.myapp.get("status"),
+            deployment=outcome.live,
+            available=statuslib.phase_of(outcome.live) == "Available",
+            drift_free=not served.items and not outcome.drift,
+            revision=rec.sync.revision if rec.sync is not None else "",
+            hold=served.hold,
+            now=statuslib.now(),
+        )
+        if found is None:
+            return served.myapp, outcome, None
+        for kind, reason, message in found.events:
+            self.events.emit(served.myapp, kind, reason, message)
+        if found.roll_back:
+            return self._roll_back(key, rec, served, outcome, found.state)
+        return served.myapp, outcome, found.state
+
+    def _roll_back(
+        self, key: str, rec: Record, served: Served, outcome: Outcome, state: rolloutlib.State
+    ) -> tuple[Obj, Outcome, rolloutlib.State]:
+        """Re-apply the last healthy spec, and its Deployment. The rollback is recorded in
+        status first: a daemon stopped half way, or another replica, finds the hold and
+        completes it rather than applying the failed spec again."""
+        assert served.git is not None and state.healthy is not None and state.rollback
+        rb = state.rollback
+        entries = driftlib.status_entries(served.items + outcome.drift)
+        myapp = self._write_status(
+            served.myapp, rec, outcome.live, entries, "", rollout=state, announce=False
+        )
+        log.warning("rolled back to %s", rb.target, extra={"key": key})
+        body = rolloutlib.with_spec(served.git, state.healthy.spec)
+        mp = policy_for(body, self.settings, suspendable=False)
+        res = converge(self.writer, f"{KIND}/{key.split('/', 1)[1]}", body, myapp, mp)
+        if res.live is not None and res.action != "unchanged":
+            myapp = res.live
+            self.myapps.observe(res.live)
+        return myapp, self._converge_deployment(key, myapp, False), state
 
     def _first_status_wait(self, rec: Record, myapp: Obj, outcome: Outcome) -> float:
         """Seconds to hold back the first status of a new MyApp whose Deployment was
@@ -270,6 +271,7 @@ class Reconciler:
         items: list[driftlib.DriftItem],
         outcome: Outcome | None,
         error: str,
+        rollout: rolloutlib.State | None = None,
     ) -> None:
         if outcome is not None:
             entries = driftlib.status_entries(items + outcome.drift)
@@ -282,7 +284,7 @@ class Reconciler:
                 driftlib.status_entries(items), myapp, f"Deployment/{key.split('/', 1)[1]}"
             )
             deployment = self.deployments.get(key)
-        self._write_status(myapp, rec, deployment, entries, error)
+        self._write_status(myapp, rec, deployment, entries, error, rollout=rollout)
 
     def _uncached_deployment(self, key: str, myapp: Obj, absent: bool) -> Obj | None:
         """A Deployment the cache does not hold: not created yet, not seen yet, or
@@ -307,30 +309,35 @@ class Reconciler:
             rec.last_error = error
             self.events.emit(myapp, "Warning", "ApplyFailed", error)
 
-    def _converge_myapp(
-        self, key: str, myapp: Obj | None, rec: Record
-    ) -> tuple[Obj | None, list[driftlib.DriftItem], MyAppAction]:
+    def _converge_myapp(self, key: str, myapp: Obj | None, rec: Record) -> Served | None:
         """The live MyApp against Git, when Git declares it (not in operator-only use).
         The drift policy is the one Git gives the MyApp: an edit of the live
-        driftPolicy is itself drift, not a way around it."""
+        driftPolicy is itself drift, not a way around it. While a rollback holds Git's
+        spec back, the MyApp is held to the healthy spec instead."""
         declared = rec.declared
         if declared is None or declared.claim.refusal(myapp) is not None:
             # another instance's MyApp, or one made by hand (re-created since our
             # pass): our Git held against it would take it over; the sync pass reports
             # the refusal
-            return myapp, [], "unchanged"
+            return Served(myapp, [], "unchanged") if myapp is not None else None
         name = key.split("/", 1)[1]
-        git = declared.body
+        git = body = declared.body
+        status = (myapp or {}).get("status")
+        hold = rolloutlib.holding(status, git.get("spec"))
+        if hold is not None and (spec := rolloutlib.held_spec(status, git.get("spec"))):
+            body = rolloutlib.with_spec(git, spec)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
-        mp = policy_for(git, self.settings, suspendable=False)
-        res = converge(self.writer, f"{KIND}/{name}", git, myapp, mp)
+        mp = policy_for(body, self.settings, suspendable=False)
+        res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp)
         if res.corrected and myapp is not None:
             fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)
             self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
         if res.action != "unchanged" and res.live is not None:
             myapp = res.live
             self.myapps.observe(res.live)
-        return myapp, list(res.drift), res.action
+        if myapp is None:
+            return None
+        return Served(myapp, list(res.drift), res.action, git, hold)
 
     def _converge_deployment(self, key: str, myapp: Obj, absent: bool) -> Outcome:
         name = key.split("/", 1)[1]
@@ -368,23 +375,28 @@ class Reconciler:
         error: str,
         *,
         announce: bool = True,
-    ) -> None:
-        """Write the status computed from these facts, when it differs from the live one.
+        rollout: rolloutlib.State | None = None,
+    ) -> Obj:
+        """Write the status computed from these facts, when it differs from the live one;
+        the MyApp as it is now.
 
         ``entries`` are ``status.drift[]``; with ``announce`` a change of the drifted
         paths is an Event. A pass that failed before it could compare passes the
         recorded drift and ``announce=False``: nothing was found resolved."""
         meta = myapp["metadata"]
         rec.awaiting_since = None
-        new = statuslib.compute(myapp, deployment, drift=entries, sync=rec.sync, error=error)
+        new = statuslib.compute(
+            myapp, deployment, drift=entries, sync=rec.sync, error=error, rollout=rollout
+        )
         if announce:
             self._announce_drift(myapp, rec, entries)
         if statuslib.same(myapp.get("status"), new):
-            return
+            return myapp
         written = self.writer.apply_status(meta["namespace"], meta["name"], new)
         # ahead of the watch event: the next reconcile compares with what we wrote
         self.myapps.observe(written)
         log.debug("status written", extra={"key": f"{meta['namespace']}/{meta['name']}"})
+        return written
 
     def _announce_drift(self, myapp: Obj, rec: Record, entries: list[Obj]) -> None:
         signature = frozenset((str(e.get("object")), str(e.get("path"))) for e in entries)

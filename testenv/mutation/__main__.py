@@ -109,6 +109,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_F}test_loader.py",
         f"{_U}test_validate_cli.py",
     ),
+    "gitsync/model/rollout.py": (
+        *(f"{_U}{t}" for t in ("test_rollout.py", "test_status.py", "test_reconcile.py")),
+    ),
     "gitsync/model/schema.py": (
         *(f"{_U}{t}" for t in ("test_instance.py", "test_denied_namespaces.py")),
         f"{_F}test_loader.py",

@@ -15,9 +15,10 @@ from gitsync.kube.client import Kube
 from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
-from gitsync.reconcile.controller import Controller, Result, changed
+from gitsync.reconcile.controller import Controller, changed
 from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import Reconciler
+from gitsync.reconcile.result import Result, Served
 from gitsync.reconcile.workqueue import WorkQueue
 
 KEY = "ns/web"
@@ -244,11 +245,11 @@ def test_reconciles_counted_from_many_threads_lose_none() -> None:
     c = offline_controller()
     r = c.reconciler
 
-    def throttled(key: str, myapp: Obj | None, rec: object) -> None:
+    def throttled(key: str, myapp: Obj | None, rec: object) -> Served | None:
         # the first thing reconcile does after counting: a 429, so nothing else runs
         raise APITooManyRequestsError(key, "throttled", retry_after=1.0)
 
-    r._converge_myapp = throttled  # type: ignore[assignment,method-assign]
+    r._converge_myapp = throttled  # type: ignore[method-assign]
     r.reconciles = _YieldingCount(0)
 
     def hammer(n: int) -> None:

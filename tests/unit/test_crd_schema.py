@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gitsync.model import api, myapp_status, render, spec_schema
+from gitsync.model import api, myapp_status, render, rollout, spec_schema
 from gitsync.model.crd_schema import OPENAPI_V3_SCHEMA
 from gitsync.model.problems import FieldPath, Problems
 from gitsync.model.spec_schema import SchemaError, compile_spec
@@ -84,7 +84,8 @@ def test_a_field_added_to_the_crd_is_checked_as_the_crd_types_it(tmp_path: Path)
         (("spec", "command"), "must be a non-empty string, found number 3")
     ]
     assert problems(changed, {"image": "a"}) == [(("spec", "command"), "required")]
-    known = "image, replicas, port, env, resources, driftPolicy, suspend, command"
+    known = "image, replicas, port, env, resources, driftPolicy, suspend, progressDeadlineSeconds"
+    known += ", rollback, command"
     assert problems(changed, {"image": "a", "command": "run", "x": 1}) == [
         (("spec", "x"), f"unknown field (known: {known})")
     ]
@@ -233,7 +234,8 @@ def test_checked_values_are_given_back_clean() -> None:
     assert list(out) == [
         (
             ("spec", "true"),
-            "unknown field (known: image, replicas, port, env, resources, driftPolicy, suspend)",
+            "unknown field (known: image, replicas, port, env, resources, driftPolicy, suspend,"
+            " progressDeadlineSeconds, rollback)",
         )
     ]
 
@@ -253,6 +255,7 @@ def test_what_other_modules_take_from_the_crd() -> None:
     spec = SPEC["properties"]
     assert tuple(spec["driftPolicy"]["enum"]) == api.DRIFT_POLICIES
     assert render.DEFAULT_REPLICAS == spec["replicas"]["default"] == 1
-    assert render._INT_SPEC_FIELDS == ("replicas", "port")
+    assert tuple(spec["rollback"]["enum"]) == rollout.ROLLBACK_POLICIES
+    assert render._INT_SPEC_FIELDS == ("replicas", "port", "progressDeadlineSeconds")
     drift = OPENAPI_V3_SCHEMA["properties"]["status"]["properties"]["drift"]
     assert myapp_status.MAX_DRIFT_ENTRIES == drift["maxItems"] == 50

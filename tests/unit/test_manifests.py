@@ -820,7 +820,8 @@ def test_a_newline_in_a_file_name_or_key_stays_on_one_line(tmp_path: Path) -> No
         r"'evil\nerror: forged.yaml':8:3 (document 0): spec.port: must be an integer"
         " from 1 to 65535, found string 'x'",
         r"key.yaml:8:3 (document 0): spec['a\nerror: forged']: unknown field"
-        " (known: image, replicas, port, env, resources, driftPolicy, suspend)",
+        " (known: image, replicas, port, env, resources, driftPolicy, suspend,"
+        " progressDeadlineSeconds, rollback)",
     ]
 
 

@@ -16,7 +16,8 @@ from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.reconcile.ledger import Claim, Declared
-from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT, Reconciler, Result
+from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT, Reconciler
+from gitsync.reconcile.result import Result
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 
 KEY = "shop/web"

@@ -21,7 +21,8 @@ from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
 from gitsync.model.instance import refusal_of
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
-from gitsync.reconcile.reconciler import ObjectWriter, Reconciler, Result
+from gitsync.reconcile.reconciler import ObjectWriter, Reconciler
+from gitsync.reconcile.result import Result
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder

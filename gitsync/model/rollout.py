@@ -1,0 +1,264 @@
+"""A MyApp's rollout, judged, and what an automatic rollback keeps in its status.
+
+Pure. A rollout has failed when the deployment controller says so for the generation
+gitsync applied: the Deployment's ``Progressing`` condition is ``False`` with reason
+``ProgressDeadlineExceeded`` and its status describes its current spec (the test of
+``kubectl rollout status``), never a timer of gitsync's own.
+
+Under ``spec.rollback: auto`` the status persists what a rollback needs, so that any
+replica, after any restart, reaches the same decision from the MyApp alone:
+
+- ``status.lastHealthy``: the spec Git last declared that reached ``Available``, the
+  revision it came from and its digest (bounded: a spec over :data:`MAX_SPEC_BYTES` is
+  not kept, and the MyApp then says it cannot be rolled back);
+- ``status.rollback``: the rollback in force (from revision, to revision, why, when)
+  and the digest of the spec it holds back. While Git declares that same spec, the MyApp
+  is held to the healthy one instead (:func:`held_spec`); a commit that changes this
+  MyApp's spec releases it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from gitsync.model import stored
+from gitsync.model.api import Obj
+
+RollbackPolicy = Literal["auto", "off"]
+ROLLBACK_POLICIES: Final = ("auto", "off")
+#: the Deployment condition and reason that say its rollout failed
+PROGRESSING: Final = "Progressing"
+DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+#: the largest spec kept as the last healthy one, as stored: a MyApp's status keeps one
+#: spec beside its own, and an object is bounded (etcd's request limit is 1.5 MiB)
+MAX_SPEC_BYTES: Final = 64 * 1024
+
+
+def digest(spec: Obj | None) -> str:
+    """The digest of a MyApp's desired spec: equal for equal specs whatever the key order,
+    so that a commit touching only other files (or only this file's layout) leaves it."""
+    text = json.dumps(spec or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def policy_of(spec: Obj | None, default: RollbackPolicy) -> RollbackPolicy:
+    value = (spec or {}).get("rollback")
+    return value if value in ROLLBACK_POLICIES else default
+
+
+def failure(deployment: Obj | None) -> str | None:
+    """Why the rollout of ``deployment``'s current generation failed (the deployment
+    controller's message), or None while it has not.
+
+    A status older than the spec says nothing of the spec: right after an apply (a
+    rollback's among them) the deadline condition of the rollout before still stands
+    until the deployment controller has seen the new generation."""
+    if deployment is None:
+        return None
+    st: Obj = deployment.get("status") or {}
+    generation = int((deployment.get("metadata") or {}).get("generation", 0))
+    if int(st.get("observedGeneration", 0)) < generation:
+        return None
+    for c in st.get("conditions") or []:
+        if (
+            c.get("type") == PROGRESSING
+            and c.get("status") == "False"
+            and c.get("reason") == DEADLINE_EXCEEDED
+        ):
+            return str(c.get("message") or "progress deadline exceeded")
+    return None
+
+
+@dataclass(frozen=True)
+class Healthy:
+    """The spec Git declared that last reached ``Available``, and where it came from."""
+
+    revision: str
+    digest: str
+    spec: Obj
+
+    def to_status(self) -> Obj:
+        return {"revision": self.revision, "digest": self.digest, "spec": self.spec}
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A rollback in force: the MyApp runs ``target``'s spec while Git declares the spec
+    of digest ``held`` (from revision ``source``), whose rollout failed for ``reason``."""
+
+    source: str
+    target: str
+    reason: str
+    time: str
+    held: str
+
+    def to_status(self) -> Obj:
+        return {
+            "from": self.source,
+            "to": self.target,
+            "reason": self.reason,
+            "time": self.time,
+            "heldDigest": self.held,
+        }
+
+    def summary(self) -> str:
+        return f"rolled back from {self.source or 'an unknown revision'}"
+
+
+def healthy_of(status: Obj | None) -> Healthy | None:
+    h = (status or {}).get("lastHealthy")
+    if not isinstance(h, dict) or not isinstance(h.get("spec"), dict):
+        return None
+    return Healthy(str(h.get("revision") or ""), str(h.get("digest") or ""), h["spec"])
+
+
+def rollback_of(status: Obj | None) -> Rollback | None:
+    r = (status or {}).get("rollback")
+    if not isinstance(r, dict) or not r.get("heldDigest"):
+        return None
+    return Rollback(
+        str(r.get("from") or ""),
+        str(r.get("to") or ""),
+        str(r.get("reason") or ""),
+        str(r.get("time") or ""),
+        str(r["heldDigest"]),
+    )
+
+
+def holding(status: Obj | None, git_spec: Obj | None) -> Rollback | None:
+    """The rollback that holds back ``git_spec`` (what Git declares for the MyApp now),
+    or None: none in force, or Git has changed the MyApp's spec since (released)."""
+    rb = rollback_of(status)
+    if rb is None or rb.held != digest(git_spec) or healthy_of(status) is None:
+        return None
+    return rb
+
+
+def held_spec(status: Obj | None, git_spec: Obj | None) -> Obj | None:
+    """The spec the MyApp is held to instead of ``git_spec``, while a rollback holds it."""
+    if holding(status, git_spec) is None:
+        return None
+    healthy = healthy_of(status)
+    assert healthy is not None  # (holding checked)
+    return healthy.spec
+
+
+def healthy_now(revision: str, git_spec: Obj) -> Healthy | None:
+    """What ``lastHealthy`` becomes when ``git_spec`` has just reached ``Available``, or
+    None when it is too large to keep (the MyApp then cannot be rolled back to it)."""
+    size = stored.size(git_spec)
+    if size > MAX_SPEC_BYTES:
+        return None
+    return Healthy(revision, digest(git_spec), git_spec)
+
+
+Verdict = Literal["none", "rollback", "no-target", "off"]
+
+
+def verdict(
+    policy: RollbackPolicy, deployment: Obj | None, git_spec: Obj, healthy: Healthy | None
+) -> tuple[Verdict, str]:
+    """What a failed rollout calls for, and the deployment controller's reason.
+
+    ``none``: the rollout has not failed. ``off``: it failed and the policy leaves it.
+    ``no-target``: no healthy spec other than this one to go back to (the first
+    revision of a MyApp, or the healthy spec is the one failing now: a rollback never
+    rolls back itself). ``rollback``: re-apply ``healthy``."""
+    why = failure(deployment)
+    if why is None:
+        return "none", ""
+    if policy == "off":
+        return "off", why
+    if healthy is None or healthy.digest == digest(git_spec):
+        return "no-target", why
+    return "rollback", why
+
+
+@dataclass(frozen=True)
+class State:
+    """What a reconcile found of the MyApp's rollout, for its status: the last healthy
+    spec kept (None: none, or policy off), the rollback in force, why a failed rollout is
+    left as it is (the Ready message), and why a hold ended (the RolledBack message)."""
+
+    healthy: Healthy | None = None
+    rollback: Rollback | None = None
+    failed: str = ""
+    released: str = ""
+
+
+def with_spec(body: Obj, spec: Obj) -> Obj:
+    """``body`` (a MyApp's apply body) with ``spec`` in place of its own."""
+    return {**body, "spec": spec}
+
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A reconcile's finding on a MyApp's rollout: what status says (``state``), whether
+    to re-apply ``state.healthy``'s spec now, and the Events to record (type, reason,
+    message)."""
+
+    state: State
+    roll_back: bool = False
+    events: tuple[tuple[EventType, str, str], ...] = ()
+
+
+def judge(
+    *,
+    policy: RollbackPolicy,
+    git_spec: Obj,
+    status: Obj | None,
+    deployment: Obj | None,
+    available: bool,
+    drift_free: bool,
+    revision: str,
+    hold: Rollback | None,
+    now: str,
+) -> Judgement | None:
+    """The rollout of a MyApp that Git declares with ``git_spec`` at ``revision``, as its
+    Deployment shows it (``available``: at its current generation; ``drift_free``:
+    the MyApp and the Deployment are as desired), given its live ``status`` and the
+    rollback holding Git's spec back (``hold``). None: nothing to judge (suspended:
+    the rollout is stopped), status says what it said."""
+    if git_spec.get("suspend"):
+        return None
+    healthy = healthy_of(status)
+    if hold is not None:
+        return Judgement(State(healthy, hold))
+    events: list[tuple[EventType, str, str]] = []
+    released = ""
+    if (ended := rollback_of(status)) is not None:
+        released = f"Git changed the spec held back since the rollback from {ended.source}"
+        events.append(("Normal", "RollbackReleased", f"{released}: applied"))
+    found, why = verdict(policy, deployment, git_spec, healthy)
+    if found == "rollback":
+        assert healthy is not None  # (the verdict says so)
+        rb = Rollback(revision, healthy.revision, why, now, digest(git_spec))
+        message = (
+            f"the rollout of {revision or 'the revision'} failed ({why}); "
+            f"rolled back to the spec of {healthy.revision or 'the last healthy revision'}"
+        )
+        events.append(("Warning", "RolledBack", message))
+        return Judgement(State(healthy, rb), True, tuple(events))
+    kept = healthy if policy == "auto" else None
+    if found != "none":
+        left = "rollback is off" if found == "off" else "no earlier healthy spec to go back to"
+        failed = f"the rollout of {revision or 'this revision'} failed ({why}); {left}"
+        if (status or {}).get("phase") != "Degraded":
+            events.append(("Warning", "RolloutFailed", failed))
+        return Judgement(State(kept, None, failed, released), False, tuple(events))
+    if (
+        policy == "auto"
+        and available
+        and drift_free
+        and (kept is None or kept.digest != digest(git_spec))
+    ):
+        # Available at Git's spec: what a later failed rollout goes back to (a spec too
+        # large to keep leaves the one before)
+        kept = healthy_now(revision, git_spec) or kept
+    return Judgement(State(kept, None, "", released), False, tuple(events))

@@ -1,0 +1,72 @@
+"""What one reconcile returns, and the values it passes between its steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gitsync.engine import drift as driftlib
+from gitsync.engine.planner import Decision
+from gitsync.model import rollout as rolloutlib
+from gitsync.model.api import KIND, Obj
+from gitsync.reconcile.converge import Outcome
+
+#: what a reconcile did to the MyApp itself; "failed": it could not be applied
+MyAppAction = Literal[Decision, "failed"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one reconcile did, and what the loop does with the key next.
+
+    ``requeue_after``: come back in that many seconds (with ``error``: the server's
+    Retry-After, see :attr:`throttled`; without: a first status held back).
+    ``error`` without ``permanent``: it failed for now (a timeout, a 5xx) and is tried
+    again with the queue's backoff; ``permanent``: it failed for good with these inputs
+    (recorded in status and an Event) and waits for the MyApp or its Deployment to
+    change (the reading of :attr:`gitsync.errors.GitsyncError.temporary`). Otherwise
+    done: the key's backoff is forgotten. ``action`` is what happened to the MyApp
+    object, ``outcome`` to its Deployment."""
+
+    requeue_after: float | None = None
+    permanent: bool = False
+    error: str = ""
+    action: MyAppAction = "unchanged"
+    outcome: Outcome | None = None
+    #: why Git's spec for the MyApp is not what runs (a rollback holds it back), or ""
+    held: str = ""
+
+    @property
+    def retry(self) -> bool:
+        return bool(self.error) and not self.permanent and self.requeue_after is None
+
+    @property
+    def throttled(self) -> bool:
+        """Refused by the server for now (429): nothing of it was recorded."""
+        return bool(self.error) and self.requeue_after is not None
+
+
+def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | None:
+    """Why ``deployment`` (found where MyApp ``key``'s would go) is not gitsync's to
+    take over, or None when that MyApp owns it (``myapp`` None: not created yet)."""
+    uid = (myapp or {}).get("metadata", {}).get("uid")
+    refs = deployment.get("metadata", {}).get("ownerReferences") or []
+    if uid and any(r.get("controller") and r.get("uid") == uid for r in refs):
+        return None
+    return (
+        f"Deployment/{key} exists and is not owned by {KIND}/{key}; "
+        "gitsync does not take it over (rename the MyApp or remove the Deployment)"
+    )
+
+
+@dataclass(frozen=True)
+class Served:
+    """The MyApp a reconcile serves, after its step against Git: the live object, the
+    drift that step left, what it did, the body Git declares (None: not held to Git)
+    and the rollback that holds Git's spec back."""
+
+    myapp: Obj
+    items: list[driftlib.DriftItem]
+    action: MyAppAction
+    git: Obj | None = None
+    hold: rolloutlib.Rollback | None = None
