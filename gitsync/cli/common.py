@@ -136,6 +136,7 @@ def controller(
         field_manager=flags.field_manager,
         default_policy=flags.drift_policy,
         force_managers=flags.force_managers,
+        rollback=flags.rollback,
         namespace=namespace,
     )
     if workers is not None:

@@ -123,6 +123,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         default_policy=flags.drift_policy,
         force_managers=flags.force_managers,
         field_manager=flags.field_manager,
+        rollback=flags.rollback,
     )
     applied = {k: body for k, body in desired.items() if k not in refused}
     # as in a sync: namespaces of MyApps to be created are looked up (GETs, no writes)

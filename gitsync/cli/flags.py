@@ -19,6 +19,7 @@ import click
 from gitsync.errors import ConfigError
 from gitsync.kube import kubeconfig
 from gitsync.model.api import DEFAULT_FORCE_MANAGERS, DriftPolicy
+from gitsync.model.rollout import RollbackPolicy
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Flags:
     prune_max_fraction: float = 0.5
     concurrency: int = 32
     drift_policy: DriftPolicy = "correct"
+    #: --rollback: for MyApps without spec.rollback
+    rollback: RollbackPolicy = "off"
     #: --force-managers, else the default ones
     force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
     field_manager: str = "gitsync"
@@ -112,7 +115,14 @@ class RunFlags:
 
 #: flags whose field is not the flag's value as click gives it
 _PARSED = frozenset(
-    {"allowed_namespaces", "denied_namespaces", "force_managers", "drift_policy", "ref_given"}
+    {
+        "allowed_namespaces",
+        "denied_namespaces",
+        "force_managers",
+        "drift_policy",
+        "rollback",
+        "ref_given",
+    }
 )
 _RUN_READ = frozenset({"webhook_secret_file"})
 
@@ -131,6 +141,8 @@ def parse(kw: Mapping[str, Any]) -> Flags:
         plain["force_managers"] = tuple(kw["force_managers"] or DEFAULT_FORCE_MANAGERS)
     if "drift_policy" in kw:
         plain["drift_policy"] = _policy(kw["drift_policy"])
+    if "rollback" in kw:
+        plain["rollback"] = _rollback(kw["rollback"])
     return Flags(
         **plain,
         ref_given=_given(kw, "ref"),
@@ -176,6 +188,15 @@ def _policy(value: object) -> DriftPolicy:
     if value == "report":
         return "report"
     raise ConfigError(f"--drift-policy {value!r} is neither correct nor report")
+
+
+def _rollback(value: object) -> RollbackPolicy:
+    # click's Choice let only these through; spelled out so that mypy sees the Literal
+    if value == "auto":
+        return "auto"
+    if value == "off":
+        return "off"
+    raise ConfigError(f"--rollback {value!r} is neither auto nor off")
 
 
 def _given(kw: Mapping[str, Any], param: str) -> bool:

@@ -287,6 +287,15 @@ def policy_options(f: F) -> F:
                 help="Default for MyApps without spec.driftPolicy.",
             ),
             opt(
+                "--rollback",
+                env="ROLLBACK",
+                type=click.Choice(["auto", "off"]),
+                default="off",
+                show_default=True,
+                help="Default for MyApps without spec.rollback: auto re-applies a MyApp's "
+                "last healthy spec when the rollout of a new one fails.",
+            ),
+            opt(
                 "--force-managers",
                 env="FORCE_MANAGERS",
                 multiple=True,

@@ -30,6 +30,7 @@ from gitsync.model.api import (
     Obj,
     key_of,
 )
+from gitsync.model.rollout import RollbackPolicy
 from gitsync.reconcile.ledger import Declared, Ledger
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.result import Result, foreign_deployment
@@ -46,6 +47,8 @@ class ControllerConfig:
     default_policy: DriftPolicy = "correct"
     force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
     field_manager: str = FIELD_MANAGER
+    #: for MyApps without spec.rollback
+    rollback: RollbackPolicy = "off"
     namespace: str | None = None  # None: all namespaces
 
 
@@ -70,7 +73,9 @@ class Controller:
         self.kube = kube
         self.config = config
         self.applier = Applier(kube, config.field_manager)
-        self.settings = Settings(config.default_policy, config.force_managers, config.field_manager)
+        self.settings = Settings(
+            config.default_policy, config.force_managers, config.field_manager, config.rollback
+        )
         self.events = events or EventRecorder(kube)
         self.is_leader = is_leader
         self.queue = WorkQueue()
