@@ -1,0 +1,127 @@
+"""Automatic rollback of a failed rollout on the real control plane.
+
+A commit gives a MyApp an image tagged ``broken``, whose Pods kwok runs and never makes
+Ready (testenv/kwok/pod-never-ready.yaml): the deployment controller itself reports
+``ProgressDeadlineExceeded``, and gitsync answers by policy. Every assertion reads what
+the API server holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gitsync.kube.client import Kube
+from gitsync.model import rollout
+from gitsync.reconcile.controller import Controller
+from tests.gitserver import Upstream
+from tests.integration.test_status import condition, events
+from tests.integration.test_sync import syncer
+from tests.support import app_yaml, available, get, resource_version, wait_until
+
+Doc = dict[str, Any]
+#: short enough for a test, long enough for a healthy rollout on a loaded machine
+DEADLINE = 8
+
+
+def app(ns: str, name: str, image: str, **extra: Any) -> str:
+    return app_yaml(ns, name, image, progressDeadlineSeconds=DEADLINE, **extra)
+
+
+def image_of(kube: Kube, kind: str, ns: str, name: str) -> str:
+    obj = get(kube, kind, ns, name) or {}
+    if kind == "MyApp":
+        return str(obj["spec"]["image"])
+    return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def healthy(kube: Kube, ns: str, name: str, image: str) -> Doc | None:
+    """The MyApp once Available with ``image`` recorded as its last healthy spec."""
+    found = available(kube, ns, name, 1)
+    kept = ((found or {}).get("status") or {}).get("lastHealthy") or {}
+    return found if (kept.get("spec") or {}).get("image") == image else None
+
+
+def rolled_back(kube: Kube, ns: str, name: str, image: str) -> Doc | None:
+    """The MyApp once its rollback is recorded and carried out (the record comes first:
+    a daemon stopped in between finds it and completes it)."""
+    found = get(kube, "MyApp", ns, name) or {}
+    done = (found.get("status") or {}).get("rollback") and found["spec"]["image"] == image
+    return found if done else None
+
+
+def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="web:1 kept")
+
+    bad = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
+    assert s.run().ok
+    # the deadline passes, the deployment controller says so, gitsync rolls back
+    found = wait_until(
+        lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=90, what="rollback"
+    )
+    rb = found["status"]["rollback"]
+    assert (rb["from"], rb["to"]) == (f"main@sha1:{bad}", f"main@sha1:{good}")
+    assert "timed out progressing" in rb["reason"], rb
+    assert rb["heldDigest"] == rollout.digest({**found["spec"], "image": "web:broken"})
+    assert found["spec"]["image"] == "web:1"
+    assert image_of(kube, "Deployment", namespace, "web") == "web:1"
+    mark = condition(found, "RolledBack")
+    assert (mark["status"], mark["reason"]) == ("True", "RolledBack")
+    synced = condition(found, "Synced")
+    assert (synced["status"], synced["reason"]) == ("False", "RolledBack")
+    # and the app is Available again, on the old spec
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available again")
+    assert controller.events.flush(), "Events still queued"
+    (event,) = events(kube, namespace, "web", "RolledBack")
+    assert event["type"] == "Warning" and f"main@sha1:{good}" in event["message"]
+
+    # held: a pass with the same Git writes nothing to the MyApp
+    assert controller.wait_idle(30)
+    before = resource_version(kube, "MyApp", namespace, "web")
+    assert s.run().ok
+    assert controller.wait_idle(30)
+    assert resource_version(kube, "MyApp", namespace, "web") == before
+    # a commit that touches another app does not release it
+    upstream.commit({"apps/other.yaml": app(namespace, "other", "web:1")})
+    assert s.run().ok
+    assert controller.wait_idle(30)
+    assert image_of(kube, "MyApp", namespace, "web") == "web:1"
+    assert (get(kube, "MyApp", namespace, "web") or {})["status"]["rollback"] == rb
+
+    # a commit that changes this app's spec releases the hold and is applied
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:2", rollback="auto")})
+    assert s.run().ok
+    fixed = wait_until(lambda: healthy(kube, namespace, "web", "web:2"), timeout=60, what="web:2")
+    assert "rollback" not in fixed["status"]
+    assert image_of(kube, "Deployment", namespace, "web") == "web:2"
+    mark = condition(fixed, "RolledBack")
+    assert (mark["status"], mark["reason"]) == ("False", "Released")
+
+
+def test_with_rollback_off_a_broken_commit_stays_degraded_and_says_why(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken")})
+    assert s.run().ok
+
+    def degraded() -> Doc | None:
+        found = get(kube, "MyApp", namespace, "web") or {}
+        ready = condition(found, "Ready")
+        return found if "rollback is off" in ready.get("message", "") else None
+
+    found = wait_until(degraded, timeout=90, what="the failed rollout in status")
+    assert found["status"]["phase"] == "Degraded"
+    assert "timed out progressing" in condition(found, "Ready")["message"]
+    assert "rollback" not in found["status"] and "lastHealthy" not in found["status"]
+    assert image_of(kube, "Deployment", namespace, "web") == "web:broken"
+    assert controller.events.flush(), "Events still queued"
+    (event,) = events(kube, namespace, "web", "RolloutFailed")
+    assert "rollback is off" in event["message"]
