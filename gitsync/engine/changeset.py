@@ -258,14 +258,14 @@ def _action(step: Step) -> Change:
 
 
 def _held(step: Step) -> Change:
-    # suspended: what Git changed is shown, and not written (the stamp of the
-    # desired state is bookkeeping, not a change anyone made)
+    # suspended, or rolled back: what Git changed is shown, and not written (the stamp
+    # of the desired state is bookkeeping, not a change anyone made)
     items = [i for i in step.held if i.smd_path != _STAMP_PATH]
     if not items:
         return Change(step.subject, "unchanged", reason=step.reason)
     held = _finding(step.subject, "unchanged", items, "")
     n = len(held.paths)
-    why = f"suspended: {n} change{'s' if n > 1 else ''} from Git held back"
+    why = f"{step.reason}: {n} change{'s' if n > 1 else ''} from Git held back"
     return Change(step.subject, "unchanged", held.paths, held.diff, why)
 
 

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 from gitsync.engine import drift as driftlib
 from gitsync.engine.fieldrules import ROOT, Rule
 from gitsync.engine.managedfields import Path, fields_of, item_key, owner_sets
+from gitsync.model import rollout
 from gitsync.model.api import (
     APPLIED_ANNOTATION,
     DEFAULT_FORCE_MANAGERS,
@@ -283,7 +284,18 @@ def plan_app(
     from the MyApp as it will be after its step, under that MyApp's policy: the
     same order and inputs as a sync pass."""
     name = git["metadata"]["name"]
-    app = decide(f"{KIND}/{name}", git, live_app, policy_for(git, s, suspendable=False))
+    label = f"{KIND}/{name}"
+    # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
+    # to the healthy spec instead, and what Git would change is shown as held
+    status = (live_app or {}).get("status")
+    hold = rollout.holding(status, git.get("spec"))
+    body = git
+    if hold is not None and (spec := rollout.held_spec(status, git.get("spec"))) is not None:
+        body = rollout.with_spec(git, spec)
+    app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
+    if body is not git and app.action == "unchanged":
+        kept = tuple(driftlib.drift_items(label, git, body))
+        app = dataclasses.replace(app, held=kept, reason=hold.summary() if hold else "")
     future = after(app)
     dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
     return app, dep

@@ -14,6 +14,7 @@ from gitsync.kube.client import Kube
 from gitsync.model import rollout
 from gitsync.reconcile.controller import Controller
 from tests.gitserver import Upstream
+from tests.integration.test_cli import gitsync
 from tests.integration.test_status import condition, events
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, available, get, resource_version, wait_until
@@ -42,15 +43,20 @@ def healthy(kube: Kube, ns: str, name: str, image: str) -> Doc | None:
 
 
 def rolled_back(kube: Kube, ns: str, name: str, image: str) -> Doc | None:
-    """The MyApp once its rollback is recorded and carried out (the record comes first:
-    a daemon stopped in between finds it and completes it)."""
+    """The MyApp once its rollback is recorded and carried out, to its Deployment (the
+    record comes first: a daemon stopped in between finds it and completes it)."""
     found = get(kube, "MyApp", ns, name) or {}
     done = (found.get("status") or {}).get("rollback") and found["spec"]["image"] == image
-    return found if done else None
+    return found if done and image_of(kube, "Deployment", ns, name) == image else None
 
 
 def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
-    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+    kube: Kube,
+    kubeconfig: str,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
 ) -> None:
     good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
@@ -91,6 +97,20 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     assert controller.wait_idle(30)
     assert image_of(kube, "MyApp", namespace, "web") == "web:1"
     assert (get(kube, "MyApp", namespace, "web") or {})["status"]["rollback"] == rb
+
+    # diff and drift say so; a hold is no write, so diff exits 0
+    source = ("--repo", upstream.file_url, "--path", "apps", "--allowed-namespaces", namespace)
+    diff = gitsync(kubeconfig, "diff", *source, "--cache-dir", str(cache_dir / "cli"))
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert (
+        f"held MyApp/{namespace}/web: rolled back from main@sha1:{bad}: 1 change from Git held back"
+    ) in diff.stdout.splitlines()
+    assert f'held MyApp/{namespace}/web spec.image: live "web:1", git "web:broken"' in diff.stdout
+    drift = gitsync(kubeconfig, "drift", "-n", namespace, "--status-namespace", namespace)
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    assert f"held {namespace}/web: rolled back from main@sha1:{bad} to main@sha1:{good}" in (
+        drift.stdout
+    )
 
     # a commit that changes this app's spec releases the hold and is applied
     upstream.commit({"apps/web.yaml": app(namespace, "web", "web:2", rollback="auto")})
