@@ -44,6 +44,8 @@ from gitsync.model.render import render
 from gitsync.model.rollout import RollbackPolicy
 
 Decision = Literal["created", "configured", "unchanged"]
+#: what holds Git's changes back from an object, when something does
+Hold = Literal["", "suspend", "rollback"]
 #: the uid a MyApp not created yet will have: enough to render its Deployment for a preview
 UID_TO_BE_ASSIGNED: Final = "<to be assigned>"
 
@@ -104,6 +106,7 @@ class Step:
     held: tuple[driftlib.DriftItem, ...] = ()
     released: tuple[Path, ...] = ()
     reason: str = ""
+    hold: Hold = ""
 
 
 def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
@@ -116,7 +119,9 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
     who = subject(str(desired.get("kind")), meta.get("namespace", ""), meta.get("name", ""))
     if live is None:
         if p.suspended:
-            return Step(who, "unchanged", None, desired, reason="suspended: not created")
+            return Step(
+                who, "unchanged", None, desired, reason="suspended: not created", hold="suspend"
+            )
         return Step(who, "created", None, desired, body=stamped(desired))
     # the fast path: live holds every value desired sets, and carries the stamp of
     # this very desired state (a field Git dropped is still live and invisible to a
@@ -143,6 +148,7 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
             drift=tuple(foreign),
             held=tuple(ours),
             reason="suspended",
+            hold="suspend",
         )
     takeback = [i for i in foreign if not i.conflict] if p.correct else []
     leave = [i for i in foreign if i not in takeback]
@@ -295,7 +301,8 @@ def plan_app(
     app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
     if body is not git and app.action == "unchanged":
         kept = tuple(driftlib.drift_items(label, git, body))
-        app = dataclasses.replace(app, held=kept, reason=hold.summary() if hold else "")
+        why = hold.summary() if hold else ""
+        app = dataclasses.replace(app, held=kept, reason=why, hold="rollback")
     future = after(app)
     dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
     return app, dep

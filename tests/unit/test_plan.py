@@ -245,6 +245,7 @@ def test_suspend_holds_git_changes_back_as_unchanged_with_the_paths_shown() -> N
     assert (change.action, change.paths) == ("unchanged", (IMAGE,))
     assert change.diff[0].old == "nginx:1.27" and change.diff[0].new == "nginx:1.28"
     assert change.reason.startswith("suspended") and not change.writes
+    assert change.hold == "suspend" and change.to_json()["hold"] == "suspend"
 
 
 def test_changeset_exit_rule_counts_writes_only() -> None:
@@ -863,6 +864,7 @@ def test_a_rollback_in_force_shows_gits_spec_as_held_and_plans_the_healthy_one()
     assert change.paths == ("spec.image",) and not change.writes
     assert (change.diff[0].old, change.diff[0].new) == ("nginx:1.27", "nginx:broken")
     assert change.reason == "rolled back from main@sha1:bad: 1 change from Git held back"
+    assert change.hold == "rollback"
 
 
 def test_a_commit_that_changes_the_held_apps_spec_is_planned_as_usual() -> None:
