@@ -32,18 +32,10 @@ def drift_rows(apps: list[Obj]) -> list[dict[str, Any]]:
                 "changedBy": sorted({str(d.get("manager") or "unknown") for d in drift}),
                 "since": since,
                 "drift": drift,
-                "held": _held(app),
+                "held": rollout.described(app.get("status")),
             }
         )
     return rows
-
-
-def _held(app: Obj) -> str:
-    """Why the cluster runs another spec than Git's for ``app`` on purpose, or ""."""
-    rb = rollout.rollback_of(app.get("status"))
-    if rb is None:
-        return ""
-    return f"{rb.summary()} to {rb.target or 'the last healthy revision'} ({rb.reason})"
 
 
 COLUMNS = ("NAMESPACE", "NAME", "SYNCED", "DRIFTED", "PATHS", "CHANGED BY", "SINCE")

@@ -132,6 +132,15 @@ def rollback_of(status: Obj | None) -> Rollback | None:
     )
 
 
+def described(status: Obj | None) -> str:
+    """Why the cluster runs another spec than Git's on purpose, for the drift report and
+    the page, or "" when no rollback is in force."""
+    rb = rollback_of(status)
+    if rb is None:
+        return ""
+    return f"{rb.summary()} to {rb.target or 'the last healthy revision'} ({rb.reason})"
+
+
 def holding(status: Obj | None, git_spec: Obj | None) -> Rollback | None:
     """The rollback that holds back ``git_spec`` (what Git declares for the MyApp now),
     or None: none in force, or Git has changed the MyApp's spec since (released)."""
