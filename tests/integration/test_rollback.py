@@ -7,14 +7,17 @@ the API server holds."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
-from gitsync.kube.client import Kube
+from gitsync.kube.apply import Applier
+from gitsync.kube.client import Kube, resource_path
 from gitsync.model import rollout
-from gitsync.reconcile.controller import Controller
+from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
+from tests.integration.test_ha import Replica
 from tests.integration.test_status import condition, events
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, available, get, resource_version, wait_until
@@ -145,3 +148,140 @@ def test_with_rollback_off_a_broken_commit_stays_degraded_and_says_why(
     assert controller.events.flush(), "Events still queued"
     (event,) = events(kube, namespace, "web", "RolloutFailed")
     assert "rollback is off" in event["message"]
+
+
+def test_a_rollback_recorded_by_a_daemon_killed_before_its_apply_is_completed_after_restart(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    kept = wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="kept")
+    bad = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
+    assert s.run().ok
+    controller.stop()  # the daemon dies ...
+    broken = get(kube, "MyApp", namespace, "web") or {}
+    assert broken["spec"]["image"] == "web:broken"
+    # ... right after it recorded the rollback (the first step of one), before the apply
+    record = {
+        "from": f"main@sha1:{bad}",
+        "to": f"main@sha1:{good}",
+        "reason": "recorded before the crash",
+        "time": "2026-01-01T00:00:00Z",
+        "heldDigest": rollout.digest(broken["spec"]),
+    }
+    Applier(kube, "gitsync").apply_status(
+        namespace, "web", {**broken["status"], "rollback": record}
+    )
+
+    restarted = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
+    restarted.start()
+    try:
+        assert restarted.wait_synced(30)
+        again = syncer(restarted, upstream.file_url, cache_dir, namespace)
+        assert again.run().ok
+        wait_until(
+            lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=60, what="completed"
+        )
+        wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+        assert restarted.wait_idle(30)
+        found = get(kube, "MyApp", namespace, "web") or {}
+        # the recorded rollback was completed, not a new one made
+        assert found["status"]["rollback"] == record
+        assert found["status"]["lastHealthy"] == kept["status"]["lastHealthy"]
+        assert image_of(kube, "Deployment", namespace, "web") == "web:1"
+    finally:
+        restarted.stop()
+
+
+def test_a_rolled_back_myapp_that_leaves_git_is_pruned(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    files = {f"apps/{n}.yaml": app(namespace, n, "web:1", rollback="auto") for n in "abc"}
+    upstream.commit(files)
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: healthy(kube, namespace, "a", "web:1"), timeout=60, what="a kept")
+    upstream.commit({"apps/a.yaml": app(namespace, "a", "web:broken", rollback="auto")})
+    assert s.run().ok
+    wait_until(lambda: rolled_back(kube, namespace, "a", "web:1"), timeout=90, what="rollback")
+
+    upstream.commit({"apps/a.yaml": None})
+    result = s.run()
+    assert result.ok and [c.subject for c in result.changes if c.action == "pruned"] == [
+        f"MyApp/{namespace}/a"
+    ]
+    wait_until(lambda: get(kube, "MyApp", namespace, "a") is None, what="a gone")
+    wait_until(lambda: get(kube, "Deployment", namespace, "a") is None, what="its Deployment gone")
+    assert get(kube, "Deployment", namespace, "b") is not None
+
+
+def lease_holder(kube: Kube, namespace: str) -> str:
+    leases = kube.list(resource_path("coordination.k8s.io/v1", "leases", namespace))["items"]
+    return str(leases[0]["spec"].get("holderIdentity") or "") if leases else ""
+
+
+def test_a_daemon_sigkilled_during_a_rollback_and_its_successor_keep_the_hold(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, upstream: Upstream, tmp_path: Path
+) -> None:
+    """Two `gitsync run` replicas with --rollback auto; the leader is SIGKILLed the moment
+    the rollback is recorded. The standby takes the Lease, completes the rollback and,
+    Git unchanged, keeps the broken spec held back through its own passes."""
+    good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1")})
+    flags = (
+        *("--repo", upstream.file_url, "--path", "apps", "--allowed-namespaces", namespace),
+        *("--rollback", "auto", "--interval", "1", "--jitter", "0"),
+    )
+    pair = [
+        Replica(
+            kubeconfig,
+            namespace,
+            tmp_path / f"replica-{i}.log",
+            (*flags, "--cache-dir", str(tmp_path / f"cache-{i}")),
+        )
+        for i in range(2)
+    ]
+    try:
+        for r in pair:
+            wait_until(r.up, timeout=60, what="both replicas serving /metrics")
+        wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=90, what="kept")
+        bad = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken")})
+        wait_until(
+            lambda: rolled_back_recorded(kube, namespace, "web"),
+            timeout=90,
+            interval=0.02,
+            what="the rollback recorded",
+        )
+        leader = next(r for r in pair if lease_holder(kube, namespace).endswith(f"_{r.proc.pid}"))
+        leader.stop(signal.SIGKILL)
+        standby = next(r for r in pair if r is not leader)
+        wait_until(
+            lambda: lease_holder(kube, namespace).endswith(f"_{standby.proc.pid}"),
+            timeout=40,
+            what="the standby to take the Lease",
+        )
+        found = wait_until(
+            lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=60, what="completed"
+        )
+        rb = found["status"]["rollback"]
+        assert (rb["from"], rb["to"]) == (f"main@sha1:{bad}", f"main@sha1:{good}")
+        wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+        # the new leader's passes (every second) hold the broken spec back
+        passes = standby.metric("gitsync_sync_total", result="success")
+        wait_until(
+            lambda: standby.metric("gitsync_sync_total", result="success") >= passes + 3,
+            timeout=30,
+            what="three more passes",
+        )
+        assert standby.metric("gitsync_held", reason="rollback") == 1
+        after = get(kube, "MyApp", namespace, "web") or {}
+        assert after["spec"]["image"] == "web:1"
+        assert after["status"]["rollback"] == rb
+        assert image_of(kube, "Deployment", namespace, "web") == "web:1"
+    finally:
+        for r in pair:
+            r.stop(signal.SIGKILL)
+
+
+def rolled_back_recorded(kube: Kube, ns: str, name: str) -> bool:
+    return bool(((get(kube, "MyApp", ns, name) or {}).get("status") or {}).get("rollback"))
