@@ -8,6 +8,7 @@ the API server holds."""
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +286,61 @@ def test_a_daemon_sigkilled_during_a_rollback_and_its_successor_keep_the_hold(
 
 def rolled_back_recorded(kube: Kube, ns: str, name: str) -> bool:
     return bool(((get(kube, "MyApp", ns, name) or {}).get("status") or {}).get("rollback"))
+
+
+def test_removing_the_rollback_record_by_hand_tries_gits_spec_again(
+    kube: Kube,
+    kubectl_bin: str,
+    kubeconfig: str,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    """As docs/operating.md says: the record removed from status, the next reconcile
+    applies Git's spec, and a rollout that fails again is rolled back again."""
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="kept")
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
+    assert s.run().ok
+    first = wait_until(
+        lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=90, what="rollback"
+    )["status"]["rollback"]
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+
+    subprocess.run(
+        [
+            kubectl_bin,
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            namespace,
+            "patch",
+            "myapp",
+            "web",
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            '[{"op":"remove","path":"/status/rollback"}]',
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wait_until(
+        lambda: image_of(kube, "Deployment", namespace, "web") == "web:broken",
+        timeout=30,
+        what="Git's spec tried again",
+    )
+
+    def again() -> Doc | None:
+        found = rolled_back(kube, namespace, "web", "web:1")
+        return found if found and found["status"]["rollback"] != first else None
+
+    second = wait_until(again, timeout=90, what="rolled back again")["status"]["rollback"]
+    assert (second["from"], second["to"], second["heldDigest"]) == (
+        first["from"],
+        first["to"],
+        first["heldDigest"],
+    )
