@@ -234,10 +234,10 @@ def judge(
     now: str,
 ) -> Judgement | None:
     """The rollout of a MyApp that Git declares with ``git_spec`` at ``revision``, as its
-    Deployment shows it (``available``: at its current generation; ``drift_free``:
-    the MyApp and the Deployment are as desired), given its live ``status`` and the
-    rollback holding Git's spec back (``hold``). None: nothing to judge (suspended:
-    the rollout is stopped), status says what it said."""
+    Deployment shows it (``available``: at its current generation; ``drift_free``: the
+    MyApp and the Deployment are as desired, but for fields other controllers own),
+    given its live ``status`` and the rollback holding Git's spec back (``hold``). None:
+    nothing to judge (suspended: the rollout is stopped), status says what it said."""
     if git_spec.get("suspend"):
         return None
     healthy = healthy_of(status)

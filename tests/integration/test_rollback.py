@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gitsync.kube.apply import Applier
-from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model import rollout
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream
@@ -344,3 +344,31 @@ def test_removing_the_rollback_record_by_hand_tries_gits_spec_again(
         first["to"],
         first["heldDigest"],
     )
+
+
+def test_an_app_whose_replicas_another_controller_owns_keeps_its_healthy_spec(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    """A conflict (an HPA's replicas) is left to the other controller for good: the spec
+    is still kept as healthy, or such an app could never be rolled back."""
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+    scaler = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"replicas": 2},
+    }
+    kube.apply(path_of("Deployment", namespace, "web"), scaler, field_manager="hpa", force=True)
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:2", rollback="auto")})
+    assert s.run().ok
+
+    def kept() -> Doc | None:
+        found = get(kube, "MyApp", namespace, "web") or {}
+        spec = ((found.get("status") or {}).get("lastHealthy") or {}).get("spec") or {}
+        return found if spec.get("image") == "web:2" else None
+
+    found = wait_until(kept, timeout=60, what="web:2 kept though hpa owns the replicas")
+    assert [d["path"] for d in found["status"]["drift"] if d["conflict"]] == ["spec.replicas"]
