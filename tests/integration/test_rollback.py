@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from gitsync.daemon.notification import Notification, from_event
 from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model import rollout
@@ -62,6 +63,12 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     upstream: Upstream,
     cache_dir: Path,
 ) -> None:
+    sent: list[Notification] = []  # what --notify-url receivers would get
+    controller.events.listeners.append(
+        lambda obj, _t, reason, message, details: sent.extend(
+            from_event(obj, reason, message, "now", details)
+        )
+    )
     good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
     assert s.run().ok
@@ -88,6 +95,9 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     assert controller.events.flush(), "Events still queued"
     (event,) = events(kube, namespace, "web", "RolledBack")
     assert event["type"] == "Warning" and f"main@sha1:{good}" in event["message"]
+    (note,) = [n for n in sent if n.event == "rollout.rolledback"]
+    assert note.subject == f"MyApp/{namespace}/web" and note.message == event["message"]
+    assert "timed out progressing" in note.message
 
     # held: a pass with the same Git writes nothing to the MyApp
     assert controller.wait_idle(30)
