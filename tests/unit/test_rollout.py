@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -365,3 +366,38 @@ def test_a_healthy_spec_too_large_to_keep_leaves_the_one_before() -> None:
     big = {"image": "x" * rollout.MAX_SPEC_BYTES}
     found = judge(git_spec=big, deployment=deployment(), available=True)
     assert found == rollout.Judgement(rollout.State(rollout.Healthy(G, rollout.digest(GOOD), GOOD)))
+
+
+def test_the_bound_on_a_kept_spec_is_64_kib_as_stored() -> None:
+    # the figure the README and docs/operating give (a status keeps one spec beside its own)
+    fits = {"image": "x" * (64 * 1024 - len('{"image":""}'))}
+    assert rollout.healthy_now(G, fits) is not None
+    over = {"image": "x" * (64 * 1024 - len('{"image":""}') + 1)}
+    assert rollout.healthy_now(G, over) is None
+
+
+def test_the_digest_is_of_the_utf8_canonical_json_and_stays_so_across_versions() -> None:
+    # status.rollback.heldDigest outlives the daemon that wrote it: an upgrade must read
+    # the same digest for the same spec, non-ASCII text included
+    spec = {"replicas": 1, "image": "café:1"}
+    text = '{"image":"café:1","replicas":1}'
+    assert rollout.digest(spec) == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_status_that_names_no_generation_says_nothing_of_the_spec() -> None:
+    # a status written before the deployment controller saw generation 1
+    d = {"metadata": {"generation": 1}, "status": {"conditions": FAILED["status"]["conditions"]}}
+    assert rollout.failure(d) is None
+
+
+def test_described_says_from_what_to_what_and_why_or_nothing() -> None:
+    rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
+    assert rollout.described({"rollback": rb.to_status()}) == (
+        f"rolled back from {R} to {G} (timed out)"
+    )
+    unknown = rollout.Rollback("", "", "why", NOW, "d")
+    assert rollout.described({"rollback": unknown.to_status()}) == (
+        "rolled back from an unknown revision to the last healthy revision (why)"
+    )
+    assert rollout.described(healthy_status()) == ""
+    assert rollout.described(None) == ""
