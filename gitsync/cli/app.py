@@ -21,6 +21,7 @@ from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
 from gitsync.cli.options import opt
+from gitsync.cli.rollback import resume, rollback
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
 from gitsync.cli.validate import validate
@@ -51,5 +52,5 @@ def version() -> None:
     click.echo(f"gitsync {__version__}")
 
 
-for command in (validate, sync, diff, drift, run, blame_command):
+for command in (validate, sync, diff, drift, run, blame_command, rollback, resume):
     main.add_command(command)

@@ -227,3 +227,16 @@ def select(base: Mapping[str, A], at: Mapping[str, Mapping[str, A]], pins: Pins)
         for key in apps:
             pinned.setdefault(key, pins.instance)
     return Selection(apps, missing, pinned)
+
+
+def held(head: Mapping[str, A], chosen: Mapping[str, A], pins: Pins) -> dict[str, Pin]:
+    """The MyApps a pin holds back from the ref's head, with the pin: each whose manifest
+    at the head (``head``, by key) differs from the one the pass uses (``chosen``),
+    absent on one side included (created or pruned at the head). What ``gitsync diff``
+    shows as held, as it shows what ``suspend`` holds."""
+    out: dict[str, Pin] = {}
+    for key in sorted(set(head) | set(chosen)):
+        pin = pins.apps.get(key) or pins.instance
+        if pin is not None and head.get(key) != chosen.get(key):
+            out[key] = pin
+    return out
