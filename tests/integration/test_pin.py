@@ -18,6 +18,7 @@ import pytest
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.pin import data_key, pins_of
 from tests.gitserver import Upstream, free_port
+from tests.signing import Signer, commit, keys_dir
 from tests.support import app_yaml, get, wait_until
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
@@ -212,3 +213,50 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     assert resumed.returncode == 0, resumed.stderr
     assert cli(kubeconfig, "sync", *flags).returncode == 0
     assert image(kube, ns, "a") == "nginx:bad"
+
+
+def test_with_verify_commits_a_pin_goes_back_but_resuming_does_not_launder_a_rewind(
+    kube: Kube,
+    kubeconfig: str,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+) -> None:
+    ns, alice = namespace, signers["alice"]
+    keys = keys_dir(tmp_path, alice)
+    flags = [*source_flags(upstream, ns), "--cache-dir", str(tmp_path / "cache"),
+             "--verify-commits", "--trusted-keys", str(keys)]  # fmt: skip
+    good = commit(upstream, {"apps/a.yaml": app_yaml(ns, "a")}, alice)
+    bad = commit(upstream, {"apps/a.yaml": app_yaml(ns, "a", image="nginx:bad")}, alice)
+    assert cli(kubeconfig, "sync", *flags).returncode == 0
+    unsigned = commit(upstream, {"apps/a.yaml": app_yaml(ns, "a", image="evil:1")}, None)
+
+    refused = cli(kubeconfig, "rollback", "--to", unsigned, *flags)
+    assert refused.returncode == 2, refused.stderr
+    assert f"commit {unsigned} of main not applied: unsigned" in refused.stderr
+    assert not pins_of(status_data(kube, ns))
+
+    # back to an older signed commit, which does not descend from the one applied
+    assert cli(kubeconfig, "rollback", "--to", good, *flags).returncode == 0
+    synced = cli(kubeconfig, "sync", *flags)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert image(kube, ns, "a") == "nginx:1.27"
+    assert status_data(kube, ns)["appliedCommit"] == bad  # the head applied before the pin
+
+    # meanwhile the branch is rewound to the old signed commit (a push without a key can
+    # do that): lifting the pin must not let that pass as the branch moving on
+    upstream.wgit("reset", "--quiet", "--hard", good)
+    upstream.wgit("push", "--quiet", "--force", "origin", "HEAD:refs/heads/main")
+    assert cli(kubeconfig, "resume", "--instance-name", INSTANCE, "--status-namespace",
+               ns).returncode == 0  # fmt: skip
+    rewound = cli(kubeconfig, "sync", *flags)
+    assert rewound.returncode == 2, rewound.stdout + rewound.stderr
+    assert f"not-a-descendant: it does not descend from commit {bad}" in rewound.stderr
+    # a signed commit on top of the one applied is applied as usual
+    upstream.wgit("reset", "--quiet", "--hard", bad)
+    fixed = commit(upstream, {"apps/a.yaml": app_yaml(ns, "a", image="nginx:1.28")}, alice)
+    assert cli(kubeconfig, "sync", *flags).returncode == 0
+    assert image(kube, ns, "a") == "nginx:1.28"
+    assert status_data(kube, ns)["appliedCommit"] == fixed
