@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,16 +47,22 @@ class Replica:
         self, kubeconfig: str, namespace: str, upstream: Upstream, base: Path, i: int
     ) -> None:
         self.log = base / f"replica-{i}.log"
+        self.port = free_port()
         argv = [
             GITSYNC, "run", *source_flags(upstream, namespace),
             "--cache-dir", str(base / f"cache-{i}"), "--watch-namespace", namespace,
-            "--interval", "1", "--jitter", "0", "--listen", f"127.0.0.1:{free_port()}",
+            "--interval", "1", "--jitter", "0", "--listen", f"127.0.0.1:{self.port}",
             "--no-ui",
         ]  # fmt: skip
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 argv, env=env(kubeconfig), stdout=out, stderr=subprocess.STDOUT
             )
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
@@ -129,6 +136,8 @@ def test_pin_and_resume_with_two_replicas(
     data = status_data(kube, ns)
     assert data["pinned"].startswith(f"instance pinned to {good} by sre@example.com at ")
     assert data["appliedCommit"] != good  # the head applied before the pin
+    leading = next(r for r in replicas if r.proc.pid == leader_pid(kube, ns))
+    assert 'gitsync_pinned{scope="instance"} 1.0' in leading.metrics()
 
     # the head moves on while pinned: nothing of it is applied
     upstream.commit({"apps/b.yaml": app_yaml(ns, "b", image="nginx:1.29"), "apps/d.yaml":

@@ -24,6 +24,7 @@ class GatedSyncer:
 
     def __init__(self) -> None:
         self.cancel = threading.Event()
+        self.pins = None  # (not known: as when they cannot be read)
         self.started = 0
         self.running = 0
         self.most_at_once = 0
