@@ -80,3 +80,21 @@ def test_with_verify_commits_a_pin_must_be_signed_but_may_go_back(
             s.fetch_commit(unsigned)
         assert (e.value.reason, e.value.sha) == ("unsigned", unsigned)
         assert (rev.dir / "apps" / "a.yaml").read_text() == f"a: {mode}\n"  # tree stays
+
+
+def test_a_pinned_commit_between_the_applied_one_and_the_head_hides_no_descent(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    """The pinned commit is fetched shallow (a history boundary in the cache): the head's
+    descent from the commit applied before it must still be seen through it."""
+    alice = signers["alice"]
+    s = GitSource(
+        git_daemon, "main", cache_dir, allow_insecure=True,
+        verifier=Verifier(TrustedKeys(keys_dir(tmp_path, alice), 30), "commit"),
+    )  # fmt: skip
+    applied = commit(upstream, {"apps/a.yaml": "a: 1\n"}, alice)
+    assert s.fetch().sha == applied
+    between = [commit(upstream, {"apps/a.yaml": f"a: {i}\n"}, alice) for i in range(2, 5)]
+    head = commit(upstream, {"apps/a.yaml": "a: 5\n"}, alice)
+    assert s.fetch_commit(between[1]).sha == between[1]
+    assert s.fetch(after=applied).sha == head
