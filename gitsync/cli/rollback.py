@@ -140,6 +140,6 @@ def resume(myapp: str | None, **kw: Any) -> None:
 
 def _announce(kube: Kube, state: StateWriter, identity: Instance) -> None:
     if pinstore.request_sync(kube, state.namespace, identity.lease_name):
-        click.echo("the daemon syncs now")
+        click.echo("asked the leading daemon to sync now")
     else:
         click.echo(f"no daemon leads instance {identity.name}: the next sync applies it")

@@ -204,7 +204,7 @@ class Syncer:
         #: the pins the last pass honoured (None: they could not be read), for the CLI
         self.pins: pinlib.Pins | None = pinlib.Pins()
         #: the MyApps of the commits single MyApps are pinned to
-        self._pinned = PinnedRevisions(source, self._load_commit)
+        self._pinned = PinnedRevisions(source, self._read)
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -235,6 +235,16 @@ class Syncer:
             self._record(result, start)
             return
         self.pins = pins
+        if pinlib.INSTANCE_KEY in pins.invalid:
+            # unreadable is not "not pinned": going back to the head would undo the pin
+            why = pins.invalid[pinlib.INSTANCE_KEY]
+            result.errors.append(
+                f"the instance's pin cannot be read ({why}); nothing is applied until it"
+                " is fixed or lifted (gitsync resume)"
+            )
+            result.prune_skipped = "the instance's pin cannot be read; nothing is pruned"
+            self._record(result, start)
+            return
         try:
             rev = self._fetch(pins)
         except VerificationError as e:
@@ -315,12 +325,6 @@ class Syncer:
     def _fetch(self, pins: pinlib.Pins) -> Revision:
         """The revision every MyApp without a pin of its own comes from: the instance's
         pin, else the ref's commit (which must descend from the one last applied)."""
-        if pinlib.INSTANCE_KEY in pins.invalid:
-            # unreadable is not "not pinned": going back to the head would undo the pin
-            raise ConfigError(
-                f"the instance's pin cannot be read ({pins.invalid[pinlib.INSTANCE_KEY]});"
-                " nothing is applied until it is fixed or lifted (gitsync resume)"
-            )
         if pins.instance is None:
             return self.lineage.fetch(self.source)
         # the ref is not fetched at all while pinned, and the commit the cluster is
@@ -355,16 +359,7 @@ class Syncer:
         # commit has every file read but only those it changed parsed
         if rev.sha and self._loaded is not None and self._loaded[0] == rev.sha:
             return self._loaded[1]
-        loaded = manifests.load(
-            rev.dir,
-            self.options.path,
-            default_namespace=self.options.default_namespace,
-            allowed_namespaces=self.options.allowed_namespaces,
-            denied_namespaces=self.options.denied_namespaces,
-            watch_namespace=self.options.watch_namespace,
-            cache=self._parsed,
-            omitted=rev.omitted,
-        )
+        loaded = self._read(rev)
         log.debug(
             "manifests loaded: %d files parsed, %d unchanged",
             self._parsed.parsed,
@@ -374,8 +369,9 @@ class Syncer:
         self._declared = (rev.sha, {app.key: app for app in loaded.apps})
         return loaded
 
-    def _load_commit(self, rev: Revision) -> manifests.LoadResult:
-        """The manifests of a pinned MyApp's commit (not kept as the last load)."""
+    def _read(self, rev: Revision) -> manifests.LoadResult:
+        """The manifests of a checked-out revision (a pinned MyApp's commit is read with
+        this alone: it is not kept as the last load)."""
         return manifests.load(
             rev.dir,
             self.options.path,

@@ -82,7 +82,10 @@ class LocalSource:
 
     def fetch_commit(self, sha: str) -> Revision:
         # a directory has one state, its files as they are: there is no commit to go to
-        raise ConfigError(f"a pin needs a Git URL, not the directory {self.directory}")
+        raise ConfigError(
+            f"pinned to commit {sha}, which the directory {self.directory} cannot give: "
+            "sync from the Git URL, or lift the pin (gitsync resume)"
+        )
 
     def remote_sha(self) -> str:
         return ""
