@@ -305,7 +305,7 @@ SCRIPT: Final = """\
     if (s.lastChange) t += " · last change: " + s.lastChange;
     if (s.lastError) t += " · error: " + s.lastError;
     if (s.pruneSkipped) t += " · prune skipped: " + s.pruneSkipped;
-    if (s.pinned) t += " · " + s.pinned.split("\n").join(" · ");
+    if (s.pinned) t += " · " + s.pinned.split("\\n").join(" · ");
     return t;
   }
   function render(doc) {
