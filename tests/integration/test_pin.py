@@ -203,7 +203,14 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     pinned = cli(kubeconfig, "rollback", f"MyApp/{ns}/a", "--to", good, "--reason", "r", *flags)
     assert pinned.returncode == 0, pinned.stderr
     assert "no daemon leads instance shop: the next sync applies it" in pinned.stdout
-    assert json.loads(status_data(kube, ns)[data_key(f"{ns}/a")])["revision"] == good
+    record = json.loads(status_data(kube, ns)[data_key(f"{ns}/a")])
+    assert record["revision"] == good
+    # no --by: who the API server says the kubeconfig's user is
+    review = kube.create(
+        resource_path("authentication.k8s.io/v1", "selfsubjectreviews"),
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    assert record["by"] == review["status"]["userInfo"]["username"] != ""
     synced = cli(kubeconfig, "sync", *flags)
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert f"MyApp/{ns}/a pinned to {good} by " in synced.stdout
