@@ -223,6 +223,12 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     assert preview.returncode == 0, preview.stderr
     held = json.loads(preview.stdout)["held"]
     assert [h["subject"] for h in held] == [f"MyApp/{ns}/a"]
+    # a local checkout cannot give the pinned commit: an error, not a preview of its files
+    checkout = tmp_path / "checkout"
+    upstream.git("clone", "--quiet", str(upstream.bare), str(checkout))
+    local = cli(kubeconfig, "diff", "--repo", str(checkout), *flags[2:])
+    assert local.returncode == 2, local.stdout + local.stderr
+    assert f"pinned to commit {good}, which the directory" in local.stderr
 
     resumed = cli(kubeconfig, "resume", f"MyApp/{ns}/a", "--instance-name", INSTANCE,
                   "--status-namespace", ns)  # fmt: skip
