@@ -71,7 +71,7 @@ def facts(kube: Kube) -> Results:
 #: keys of the results that belong to no part
 _RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
 #: the parts whose results sit under a key of their own name; core's are the rest
-_KEYED_PARTS = ("scale", "versus")
+_KEYED_PARTS = ("scale", "versus", "rollback")
 
 
 def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
@@ -229,7 +229,33 @@ def markdown(out: Results) -> str:
         lines += _measured(out, "scale")
     if out.get("versus"):
         lines += [*versus_table(out["versus"]), "", *_measured(out, "versus")]
+    if out.get("rollback"):
+        lines += [*rollback_lines(out["rollback"]), "", *_measured(out, "rollback")]
     return "\n".join(lines)
+
+
+def rollback_lines(rb: Results) -> list[str]:
+    """The rollback scenario (bench/rollback.py) in words."""
+    g, f = rb.get("gitsync") or {}, rb.get("flux") or {}
+    lines = [
+        f"A commit breaks {g.get('broken', '?')} of {g.get('n', '?')} MyApps "
+        f"(progressDeadlineSeconds {g.get('deadline_s', '?')}):",
+        "",
+    ]
+    if g:
+        lines.append(
+            "- gitsync, --rollback auto: push to Available again on the old spec "
+            f"p50 {_get(g, 'to_available_s', 'p50')} s, max {_get(g, 'to_available_s', 'max')} s;"
+            f" gitsync's own time past the deadline p50 {_get(g, 'added_s', 'p50')} s, "
+            f"max {_get(g, 'added_s', 'max')} s (target < 2 s)."
+        )
+    if f:
+        lines.append(
+            f"- Flux: {f.get('still_degraded', '?')} of {f.get('broken', '?')} still not "
+            f"Available {f.get('watched_past_deadline_s', '?')} s past the last deadline "
+            "(no rollback: they stay down until a fix is pushed)."
+        )
+    return lines
 
 
 def plot(out: Results, path: Path) -> Path | None:

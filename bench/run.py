@@ -2,7 +2,7 @@
 
     python -m bench.run            # everything below, at the default sizes
 
-Three parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus``):
+Four parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus,rollback``):
 
 - core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
   next to ``kubectl apply/diff --server-side``;
@@ -10,7 +10,9 @@ Three parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus``):
   100,1000,5000): cold sync, no-op resync requests and CPU, diff, daemon RSS;
 - versus: gitsync next to Flux (bench/versus.py) at GITSYNC_BENCH_VS_N (default
   1000), GITSYNC_BENCH_RUNS alternating runs (default 3), one poll interval of
-  GITSYNC_BENCH_INTERVAL seconds for both (default 60).
+  GITSYNC_BENCH_INTERVAL seconds for both (default 60);
+- rollback: a commit that breaks apps, gitsync with ``--rollback auto`` next to Flux
+  (bench/rollback.py).
 
 Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
 The parts a run leaves out are carried over from bench/results/latest.json (unless
@@ -42,6 +44,7 @@ from typing import Any, TypeVar
 import yaml
 
 from bench import profile, report, versus
+from bench import rollback as rollbacklib
 from bench.common import (
     GITSYNC,
     KUBECTL,
@@ -465,7 +468,7 @@ def _partial(out: Results) -> None:
 
 
 def main() -> int:
-    parts = set(os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus").split(","))
+    parts = set(os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus,rollback").split(","))
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
     settings = versus.Settings(
         n=int(os.environ.get("GITSYNC_BENCH_VS_N", "1000")),
@@ -502,6 +505,9 @@ def main() -> int:
                 _partial(out)
         if "versus" in parts:
             out["versus"] = versus.versus(kube, tmp, settings)
+            _partial(out)
+        if "rollback" in parts:
+            out["rollback"] = rollbacklib.rollback(kube, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if out.get("profiled"):

@@ -174,7 +174,7 @@ def _gitsync_argv(ns: str, port: int, tmp: Path, extra: list[str]) -> list[str]:
     ]
 
 
-def start_gitsync(repo: Repo, tmp: Path, s: Settings) -> Running:
+def start_gitsync(repo: Repo, tmp: Path, s: Settings, extra: tuple[str, ...] = ()) -> Running:
     port = cluster.free_port()
     secret = tmp / "webhook-secret"
     secret.write_bytes(SECRET)
@@ -196,6 +196,7 @@ def start_gitsync(repo: Repo, tmp: Path, s: Settings) -> Running:
             str(secret),
             "--cache-dir",
             str(tmp / "gitsync-cache"),
+            *extra,
         ],
     )
     log = cluster.STATE / "logs" / "bench-gitsync.log"

@@ -316,9 +316,19 @@ def stop_all(state: dict[str, Any]) -> None:
             os.killpg(p["pid"], signal.SIGKILL)
 
 
+#: the image tag whose Pods start and never become Ready (testenv/kwok/pod-never-ready.yaml)
+BROKEN_TAG = "broken"
+_BROKEN = f'.spec.containers.[] | .image | endswith(":{BROKEN_TAG}")'
+
+
 def _kwok_stages() -> str:
     """kwok's own default stages (node init, lease heartbeat, pod lifecycle), read
-    from the pinned kwok module rather than kept as a copy here."""
+    from the pinned kwok module rather than kept as a copy here, and ours: Pods of an
+    image tagged ``broken`` never become Ready, for rollouts that really fail and
+    dependencies that really wait. kwok picks one of the stages that match a Pod, so
+    its pod-ready stage is narrowed to leave those Pods alone."""
+    import yaml
+
     proc = subprocess.run(
         ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
         cwd=build.HERE / "kwok",
@@ -335,8 +345,14 @@ def _kwok_stages() -> str:
         stage / "pod" / "fast" / "pod-ready.yaml",
         stage / "pod" / "fast" / "pod-complete.yaml",
         stage / "pod" / "fast" / "pod-delete.yaml",
+        build.HERE / "kwok" / "pod-never-ready.yaml",
     ]
-    return "\n---\n".join(f.read_text() for f in files)
+    stages = [yaml.safe_load(f.read_text()) for f in files]
+    for s in stages:
+        if s["metadata"]["name"] == "pod-ready":
+            exprs = s["spec"]["selector"]["matchExpressions"]
+            exprs.append({"key": _BROKEN, "operator": "NotIn", "values": ["true"]})
+    return "\n---\n".join(yaml.safe_dump(s, sort_keys=False) for s in stages)
 
 
 def _node(name: str) -> dict[str, Any]:

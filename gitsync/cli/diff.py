@@ -155,19 +155,23 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     changes.revision = revision
     _refuse_foreign_deployments(kube, changes, myapps)
     skipped = changes.prune_skipped
-    held = [
-        {"subject": f"{KIND}/{key}", "action": "unchanged", "reason": pin.describe()}
+    # in the shape of the changes a hold keeps back (Change.to_json), without the paths:
+    # the head is read to tell what it would change, not planned
+    held: list[Obj] = [
+        {"object": f"{KIND}/{key}", "action": "unchanged", "changes": [], "reason": pin.describe(),
+         "hold": "pin"}
         for key, pin in pinned.held.items()
-    ]
+    ]  # fmt: skip
     if pinned.head_unread:
-        held.append({"subject": "", "action": "unchanged", "reason": pinned.head_unread})
+        held.append({"object": "", "action": "unchanged", "changes": [],
+                     "reason": pinned.head_unread, "hold": "pin"})  # fmt: skip
     if output == "text":
         _print_diff(changes, sys.stdout.isatty() if color is None else color)
         # held by a pin, as by suspend: what the ref's head would change, not written
         for line in pins.lines():
             click.echo(printable(line))
         for h in held:
-            what = f"held {h['subject']}" if h["subject"] else "held: the ref's head is unread"
+            what = f"held {h['object']}" if h["object"] else "held: the ref's head is unread"
             click.echo(f"{what}: {printable(h['reason'])}")
         if skipped:
             click.echo(f"prune skipped: {skipped}", err=True)

@@ -62,7 +62,7 @@ def drift(output: str, **kw: Any) -> None:
     if output == "text":
         if rows:
             click.echo(render_table(rows), nl=False)
-            if drifted:
+            if drifted or any(r["held"] for r in rows):
                 click.echo("\n" + render_details(rows), nl=False)
         else:  # as kubectl says it: an empty table would read as a failure to list
             where = f" in namespace {namespace}" if namespace else ""

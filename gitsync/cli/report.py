@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from gitsync.errors import printable
+from gitsync.model import rollout
 from gitsync.model.api import Obj
 
 
@@ -31,6 +32,7 @@ def drift_rows(apps: list[Obj]) -> list[dict[str, Any]]:
                 "changedBy": sorted({str(d.get("manager") or "unknown") for d in drift}),
                 "since": since,
                 "drift": drift,
+                "held": rollout.described(app.get("status")),
             }
         )
     return rows
@@ -63,9 +65,12 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
 def render_details(rows: list[dict[str, Any]]) -> str:
     """One line per drifted path, under the table: the values (desired from Git, live in
-    the cluster) and who changed it, which a table cell has no room for."""
+    the cluster) and who changed it, which a table cell has no room for; and one per
+    MyApp held back from Git, with why."""
     lines = []
     for r in rows:
+        if r["held"]:
+            lines.append(f"held {r['namespace']}/{r['name']}: {r['held']}")
         for d in r["drift"]:
             who = d.get("manager") or "unknown"
             how = f", {d['operation']}" if d.get("operation") else ""

@@ -16,6 +16,7 @@ import socket
 import threading
 from dataclasses import dataclass
 from types import FrameType
+from typing import Final
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -28,7 +29,10 @@ from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
 from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
+from gitsync.kube.events import EventType
 from gitsync.kube.leader import LeaderElector
+from gitsync.model.api import Obj
+from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
 from gitsync.reconcile.controller import Controller
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,12 @@ class DaemonOptions:
     ui_allowed_hosts: tuple[str, ...] = ()
 
 
+#: what holds a MyApp's changes from Git back (the gitsync_held series)
+HOLDS: Final = ("suspend", "rollback")
+#: the Events of a failed rollout, and what gitsync did about it
+ROLLOUT_RESULTS: Final = {ROLLED_BACK: "rolled_back", ROLLOUT_FAILED: "left"}
+
+
 class Daemon:
     def __init__(
         self,
@@ -80,6 +90,7 @@ class Daemon:
         self.metrics.read_from(
             "gitsync_events_dropped_total", lambda: {"": controller.events.dropped}
         )
+        controller.events.listeners.append(self._count_rollouts)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
@@ -240,6 +251,14 @@ class Daemon:
         self.controller.resync()
         self.trigger()
 
+    def _count_rollouts(
+        self, _obj: Obj, _type: EventType, reason: str, _message: str, _details: Obj | None
+    ) -> None:
+        """An :class:`~gitsync.kube.events.EventRecorder` listener: a failed rollout is
+        recorded once, as its Event (RolledBack or RolloutFailed)."""
+        if (result := ROLLOUT_RESULTS.get(reason)) is not None:
+            self.metrics.inc("gitsync_rollouts_failed_total", result=result)
+
     def _on_stopped_leading(self) -> None:
         self.metrics.set("gitsync_leader", 0)
 
@@ -272,6 +291,9 @@ class Daemon:
         m.observe("gitsync_git_fetch_duration_seconds", result.fetch_seconds)
         for action in ("created", "configured", "unchanged", "pruned", "failed"):
             m.set("gitsync_objects", result.count(action), action=action)
+        held = result.held()
+        for hold in HOLDS:
+            m.set("gitsync_held", sum(1 for c in held if c.hold == hold), reason=hold)
         if result.prune_skipped:
             m.inc("gitsync_prune_skipped_total")
         if self.syncer.pins is not None:  # (None: they could not be read; as before)

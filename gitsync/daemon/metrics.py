@@ -141,6 +141,18 @@ def standard() -> Metrics:
         ("scope",),
     )
     m.describe(
+        "gitsync_held",
+        "gauge",
+        "MyApps whose changes from Git the last sync pass held back, by what holds them.",
+        ("reason",),
+    )
+    m.describe(
+        "gitsync_rollouts_failed_total",
+        "counter",
+        "Rollouts that failed their progress deadline, by what gitsync did (rolled_back, left).",
+        ("result",),
+    )
+    m.describe(
         "gitsync_verification_failures_total", "counter", "Commits refused, by reason.", ("reason",)
     )
     m.counted_elsewhere(

@@ -19,7 +19,14 @@ from gitsync.engine import redact
 from gitsync.model.api import KIND, Obj
 
 EventKind = Literal[
-    "drift.detected", "drift.corrected", "conflict", "sync.failed", "prune.skipped", "prune.done"
+    "drift.detected",
+    "drift.corrected",
+    "conflict",
+    "sync.failed",
+    "prune.skipped",
+    "prune.done",
+    "rollout.failed",
+    "rollout.rolledback",
 ]
 Format = Literal["json", "slack", "teams"]
 FORMATS: Final = ("auto", "json", "slack", "teams")
@@ -35,6 +42,9 @@ REASONS: Final[Mapping[str, EventKind]] = {
     "OwnedByAnotherInstance": "conflict",
     "PruneSkipped": "prune.skipped",
     "Pruned": "prune.done",
+    # a rollout past its progress deadline: left as it is (rollback off), or rolled back
+    "RolloutFailed": "rollout.failed",
+    "RolledBack": "rollout.rolledback",
 }
 _COLOURS: Final[Mapping[str, str]] = {
     "drift.detected": "E8A317",
@@ -43,6 +53,8 @@ _COLOURS: Final[Mapping[str, str]] = {
     "sync.failed": "A4161A",
     "prune.skipped": "E8A317",
     "prune.done": "2B8A3E",
+    "rollout.failed": "A4161A",
+    "rollout.rolledback": "E8A317",
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from gitsync.engine import redact
 from gitsync.engine.blame import BlameRow, describe
+from gitsync.model import rollout
 from gitsync.model.api import Obj, key_of
 
 #: what the status ConfigMap's data says of the last sync pass, as the page shows it
@@ -68,6 +69,8 @@ def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
         "ready": conditions.get("Ready", "Unknown"),
         "drift": [d for d in drift if not d["conflict"]],
         "conflicts": [d for d in drift if d["conflict"]],
+        # a rollback in force: the cluster runs an older spec than Git's, on purpose
+        "held": rollout.described(st),
     }
 
 
@@ -162,9 +165,11 @@ def sync_html(sync: Mapping[str, Any] | None) -> str:
 
 def _drift_cell(app: Mapping[str, Any]) -> str:
     items = [("drift", d) for d in app["drift"]] + [("conflict", d) for d in app["conflicts"]]
-    if not items:
+    held = f'<li class="held">held: {_e(app["held"])}</li>' if app["held"] else ""
+    if not items and not held:
         return '<span class="ok">in sync</span>'
-    return "<ul>" + "".join(f'<li class="{k}">{_e(drift_text(d))}</li>' for k, d in items) + "</ul>"
+    lines = "".join(f'<li class="{k}">{_e(drift_text(d))}</li>' for k, d in items)
+    return f"<ul>{held}{lines}</ul>"
 
 
 def app_row(app: Mapping[str, Any]) -> str:
@@ -234,7 +239,7 @@ vertical-align:top}th{background:#eef0f3}ul{margin:0;padding-left:1.2em}code{fon
 .muted{color:#7a8394}.badge{border-radius:3px;padding:0 .4em;background:#e3e6ea}
 .available,.succeeded{background:#d4f4dd}.degraded,.failed{background:#f9d6d5}
 .progressing{background:#fdf1c7}tr.drifted,tr.drift{background:#fff6e0}
-tr.conflict,li.conflict{color:#a4161a}.ok{color:#2b8a3e}.bad{color:#a4161a}.warn{color:#9c6500}
+tr.conflict,li.conflict{color:#a4161a}li.held{color:#9c6500}.ok{color:#2b8a3e}.bad{color:#a4161a}.warn{color:#9c6500}
 """
 
 SCRIPT: Final = """\
@@ -276,9 +281,11 @@ SCRIPT: Final = """\
     var rev = el("td"); rev.appendChild(el("code", short(a.revision))); tr.appendChild(rev);
     tr.appendChild(el("td", a.synced));
     var cell = el("td");
-    if (!a.drift.length && !a.conflicts.length) cell.appendChild(el("span", "in sync", "ok"));
-    else {
+    if (!a.drift.length && !a.conflicts.length && !a.held) {
+      cell.appendChild(el("span", "in sync", "ok"));
+    } else {
       var ul = el("ul");
+      if (a.held) ul.appendChild(el("li", "held: " + a.held, "held"));
       a.drift.forEach(function (d) { ul.appendChild(el("li", driftText(d), "drift")); });
       a.conflicts.forEach(function (d) { ul.appendChild(el("li", driftText(d), "conflict")); });
       cell.appendChild(ul);

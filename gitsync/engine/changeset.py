@@ -28,7 +28,7 @@ from gitsync.engine import drift as driftlib
 from gitsync.engine import prune as prunelib
 from gitsync.engine.managedfields import human_path
 from gitsync.engine.namespace_plan import NamespacePlan
-from gitsync.engine.planner import Settings, Step, plan_app, put, value_at, without
+from gitsync.engine.planner import Hold, Settings, Step, plan_app, put, value_at, without
 from gitsync.errors import VerificationError
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
 
@@ -54,6 +54,8 @@ class Change:
     paths: tuple[str, ...] = ()
     diff: tuple[differences.Change, ...] = ()
     reason: str = ""
+    #: what holds Git's changes back (an unchanged object with a reason is held)
+    hold: Hold = ""
     live: Obj | None = field(default=None, compare=False, repr=False)
     desired: Obj | None = field(default=None, compare=False, repr=False)
 
@@ -69,6 +71,8 @@ class Change:
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.hold:
+            out["hold"] = self.hold
         return out
 
 
@@ -119,7 +123,7 @@ class ChangeSet:
         return [c for c in self.changes if c.action not in ("drifted", "conflict")]
 
     def held(self) -> list[Change]:
-        """Objects suspend holds back: unchanged, with what Git would change."""
+        """Objects suspend or a rollback holds back: unchanged, with what Git would change."""
         return [c for c in self.changes if c.action == "unchanged" and c.reason]
 
     def findings(self) -> list[Change]:
@@ -258,15 +262,15 @@ def _action(step: Step) -> Change:
 
 
 def _held(step: Step) -> Change:
-    # suspended: what Git changed is shown, and not written (the stamp of the
-    # desired state is bookkeeping, not a change anyone made)
+    # suspended, or rolled back: what Git changed is shown, and not written (the stamp
+    # of the desired state is bookkeeping, not a change anyone made)
     items = [i for i in step.held if i.smd_path != _STAMP_PATH]
     if not items:
-        return Change(step.subject, "unchanged", reason=step.reason)
+        return Change(step.subject, "unchanged", reason=step.reason, hold=step.hold)
     held = _finding(step.subject, "unchanged", items, "")
     n = len(held.paths)
-    why = f"suspended: {n} change{'s' if n > 1 else ''} from Git held back"
-    return Change(step.subject, "unchanged", held.paths, held.diff, why)
+    why = f"{step.reason}: {n} change{'s' if n > 1 else ''} from Git held back"
+    return Change(step.subject, "unchanged", held.paths, held.diff, why, step.hold)
 
 
 def _removals(step: Step) -> list[differences.Change]:

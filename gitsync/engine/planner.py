@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 from gitsync.engine import drift as driftlib
 from gitsync.engine.fieldrules import ROOT, Rule
 from gitsync.engine.managedfields import Path, fields_of, item_key, owner_sets
+from gitsync.model import rollout
 from gitsync.model.api import (
     APPLIED_ANNOTATION,
     DEFAULT_FORCE_MANAGERS,
@@ -43,6 +44,8 @@ from gitsync.model.render import render
 from gitsync.model.rollout import RollbackPolicy
 
 Decision = Literal["created", "configured", "unchanged"]
+#: what holds Git's changes back from an object, when something does
+Hold = Literal["", "suspend", "rollback"]
 #: the uid a MyApp not created yet will have: enough to render its Deployment for a preview
 UID_TO_BE_ASSIGNED: Final = "<to be assigned>"
 
@@ -103,6 +106,7 @@ class Step:
     held: tuple[driftlib.DriftItem, ...] = ()
     released: tuple[Path, ...] = ()
     reason: str = ""
+    hold: Hold = ""
 
 
 def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
@@ -115,7 +119,9 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
     who = subject(str(desired.get("kind")), meta.get("namespace", ""), meta.get("name", ""))
     if live is None:
         if p.suspended:
-            return Step(who, "unchanged", None, desired, reason="suspended: not created")
+            return Step(
+                who, "unchanged", None, desired, reason="suspended: not created", hold="suspend"
+            )
         return Step(who, "created", None, desired, body=stamped(desired))
     # the fast path: live holds every value desired sets, and carries the stamp of
     # this very desired state (a field Git dropped is still live and invisible to a
@@ -142,6 +148,7 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
             drift=tuple(foreign),
             held=tuple(ours),
             reason="suspended",
+            hold="suspend",
         )
     takeback = [i for i in foreign if not i.conflict] if p.correct else []
     leave = [i for i in foreign if i not in takeback]
@@ -283,7 +290,19 @@ def plan_app(
     from the MyApp as it will be after its step, under that MyApp's policy: the
     same order and inputs as a sync pass."""
     name = git["metadata"]["name"]
-    app = decide(f"{KIND}/{name}", git, live_app, policy_for(git, s, suspendable=False))
+    label = f"{KIND}/{name}"
+    # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
+    # to the healthy spec instead, and what Git would change is shown as held
+    status = (live_app or {}).get("status")
+    hold = rollout.holding(status, git.get("spec"))
+    body = git
+    if hold is not None and (spec := rollout.held_spec(status, git.get("spec"))) is not None:
+        body = rollout.with_spec(git, spec)
+    app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
+    if body is not git and app.action == "unchanged":
+        kept = tuple(driftlib.drift_items(label, git, body))
+        why = hold.summary() if hold else ""
+        app = dataclasses.replace(app, held=kept, reason=why, hold="rollback")
     future = after(app)
     dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
     return app, dep

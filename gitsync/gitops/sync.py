@@ -439,7 +439,7 @@ class Syncer:
             # its first status is held back: a worker writes it (see FIRST_STATUS_WAIT)
             self.controller.requeue(key, done.requeue_after)
         assert done.action != "failed"  # (a failure carries its error)
-        return Change(who, done.action)
+        return Change(who, done.action, reason=done.held, hold="rollback" if done.held else "")
 
     def _refuse(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by

@@ -27,8 +27,8 @@ MAX_DRIFT_ENTRIES: Final[int] = OPENAPI_V3_SCHEMA["properties"]["status"]["prope
 #: bytes (as stored) of one entry's path, desired or live value; a longer one is cut to
 #: its start (a string saying how much was cut), and the Drifted condition counts them
 MAX_DRIFT_VALUE_BYTES: Final = 1024
-#: the condition of an automatic rollback (see gitsync.model.rollout)
-ROLLED_BACK: Final = "RolledBack"
+#: the condition of an automatic rollback (see gitsync.model.rollout), named as its Event
+ROLLED_BACK: Final = rolloutlib.ROLLED_BACK
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,10 @@ ROLLBACK_POLICIES: Final = ("auto", "off")
 #: the Deployment condition and reason that say its rollout failed
 PROGRESSING: Final = "Progressing"
 DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+#: the Events (reasons) of a failed rollout: rolled back, or left as it is
+ROLLED_BACK: Final = "RolledBack"
+ROLLOUT_FAILED: Final = "RolloutFailed"
+RELEASED: Final = "RollbackReleased"
 #: the largest spec kept as the last healthy one, as stored: a MyApp's status keeps one
 #: spec beside its own, and an object is bounded (etcd's request limit is 1.5 MiB)
 MAX_SPEC_BYTES: Final = 64 * 1024
@@ -128,6 +132,15 @@ def rollback_of(status: Obj | None) -> Rollback | None:
     )
 
 
+def described(status: Obj | None) -> str:
+    """Why the cluster runs another spec than Git's on purpose, for the drift report and
+    the page, or "" when no rollback is in force."""
+    rb = rollback_of(status)
+    if rb is None:
+        return ""
+    return f"{rb.summary()} to {rb.target or 'the last healthy revision'} ({rb.reason})"
+
+
 def holding(status: Obj | None, git_spec: Obj | None) -> Rollback | None:
     """The rollback that holds back ``git_spec`` (what Git declares for the MyApp now),
     or None: none in force, or Git has changed the MyApp's spec since (released)."""
@@ -221,10 +234,10 @@ def judge(
     now: str,
 ) -> Judgement | None:
     """The rollout of a MyApp that Git declares with ``git_spec`` at ``revision``, as its
-    Deployment shows it (``available``: at its current generation; ``drift_free``:
-    the MyApp and the Deployment are as desired), given its live ``status`` and the
-    rollback holding Git's spec back (``hold``). None: nothing to judge (suspended:
-    the rollout is stopped), status says what it said."""
+    Deployment shows it (``available``: at its current generation; ``drift_free``: the
+    MyApp and the Deployment are as desired, but for fields other controllers own),
+    given its live ``status`` and the rollback holding Git's spec back (``hold``). None:
+    nothing to judge (suspended: the rollout is stopped), status says what it said."""
     if git_spec.get("suspend"):
         return None
     healthy = healthy_of(status)
@@ -234,7 +247,7 @@ def judge(
     released = ""
     if (ended := rollback_of(status)) is not None:
         released = f"Git changed the spec held back since the rollback from {ended.source}"
-        events.append(("Normal", "RollbackReleased", f"{released}: applied"))
+        events.append(("Normal", RELEASED, f"{released}: applied"))
     found, why = verdict(policy, deployment, git_spec, healthy)
     if found == "rollback":
         assert healthy is not None  # (the verdict says so)
@@ -243,14 +256,14 @@ def judge(
             f"the rollout of {revision or 'the revision'} failed ({why}); "
             f"rolled back to the spec of {healthy.revision or 'the last healthy revision'}"
         )
-        events.append(("Warning", "RolledBack", message))
+        events.append(("Warning", ROLLED_BACK, message))
         return Judgement(State(healthy, rb), True, tuple(events))
     kept = healthy if policy == "auto" else None
     if found != "none":
         left = "rollback is off" if found == "off" else "no earlier healthy spec to go back to"
         failed = f"the rollout of {revision or 'this revision'} failed ({why}); {left}"
         if (status or {}).get("phase") != "Degraded":
-            events.append(("Warning", "RolloutFailed", failed))
+            events.append(("Warning", ROLLOUT_FAILED, failed))
         return Judgement(State(kept, None, failed, released), False, tuple(events))
     if (
         policy == "auto"

@@ -201,7 +201,10 @@ class Reconciler:
             status=served.myapp.get("status"),
             deployment=outcome.live,
             available=statuslib.phase_of(outcome.live) == "Available",
-            drift_free=not served.items and not outcome.drift,
+            # a field another controller owns (an HPA's replicas) is left to it for good:
+            # the spec is no less healthy for it, and such an app could otherwise never
+            # be rolled back
+            drift_free=not any(not i.conflict for i in (*served.items, *outcome.drift)),
             revision=rec.sync.revision if rec.sync is not None else "",
             hold=served.hold,
             now=statuslib.now(),

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from bench import report, versus
+from bench import rollback as rollbacklib
 from gitsync.kube.client import Kube
 
 
@@ -43,3 +44,20 @@ def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Pat
     table = (tmp_path / "results" / "smoke.md").read_text()
     assert "| cold_sync_s |" in table and "Smoke run" in table
     assert any(p.suffix == ".png" and p.stat().st_size > 0 for p in written)
+
+
+def test_a_broken_commit_gitsync_rolls_back_and_flux_stays_down(
+    kube: Kube, crd: str, tmp_path: Path
+) -> None:
+    settings = rollbacklib.Settings(n=3, broken=2, deadline=5, wait=5.0, timeout=120.0)
+    out = rollbacklib.rollback(kube, tmp_path / "work", settings)
+
+    g, f = out["gitsync"], out["flux"]
+    assert (g["broken"], g["deadline_s"]) == (2, 5)
+    # measured from the watch: the deadline first, then gitsync's answer, then Available
+    assert 0 <= g["added_s"]["p50"] <= g["added_s"]["max"]
+    assert g["deadline_after_push_s"]["p50"] >= 5  # the deployment controller's deadline
+    assert g["to_available_s"]["max"] >= g["deadline_after_push_s"]["p50"]
+    assert f["still_degraded"] == 2 and f["watched_past_deadline_s"] >= 5
+    text = report.markdown({"n": 3, "smoke": True, "rollback": out})
+    assert "A commit breaks 2 of 3 MyApps" in text and "Flux: 2 of 2 still not" in text

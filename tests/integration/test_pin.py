@@ -222,7 +222,7 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     preview = cli(kubeconfig, "diff", *flags, "-o", "json")
     assert preview.returncode == 0, preview.stderr
     held = json.loads(preview.stdout)["held"]
-    assert [h["subject"] for h in held] == [f"MyApp/{ns}/a"]
+    assert [(h["object"], h["hold"]) for h in held] == [(f"MyApp/{ns}/a", "pin")]
     # a local checkout cannot give the pinned commit: an error, not a preview of its files
     checkout = tmp_path / "checkout"
     upstream.git("clone", "--quiet", str(upstream.bare), str(checkout))

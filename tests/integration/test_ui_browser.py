@@ -8,6 +8,7 @@ own browser download is not used: the Debian package is).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -16,10 +17,13 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Dialog, Page, sync_playwright
 
+from gitsync.kube.client import Kube
+from gitsync.model import rollout
 from tests.conftest import ROOT
 from tests.integration.test_daemon import Running
 from tests.integration.test_drift import kubectl
 from tests.integration.test_ui import page_daemon  # noqa: F401 (a fixture)
+from tests.support import get
 
 CHROMIUM = os.environ.get("GITSYNC_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT = ROOT / "docs" / "drift-page.png"
@@ -84,3 +88,49 @@ def test_screenshot_in_the_readme_exists() -> None:
     # taken by the test above with GITSYNC_SCREENSHOT=1, and committed
     assert SCREENSHOT.is_file() and SCREENSHOT.stat().st_size > 10_000
     assert "docs/drift-page.png" in (ROOT / "README.md").read_text()
+
+
+def test_browser_shows_a_rollback_hold_on_the_open_page(
+    page_daemon: Running,  # noqa: F811
+    browser_page: Page,
+    kube: Kube,
+    kubectl_bin: str,
+    kubeconfig: str,
+    namespace: str,
+) -> None:
+    page = browser_page
+    page.goto(page_daemon.base + "/")
+    web = page.locator("#apps tbody tr", has_text="web")
+    web.wait_for(timeout=5000)
+    assert "held:" not in web.inner_text()
+    # a rollback in force, as one leaves it in status: Git's spec held, the healthy kept
+    live = get(kube, "MyApp", namespace, "web") or {}
+    record = {
+        "lastHealthy": {"revision": "main@sha1:good", "digest": "d", "spec": live["spec"]},
+        "rollback": {
+            "from": "main@sha1:bad",
+            "to": "main@sha1:good",
+            "reason": "ReplicaSet web-1 has timed out progressing.",
+            "time": "2026-12-04T00:00:00Z",
+            "heldDigest": rollout.digest(live["spec"]),
+        },
+    }
+    kubectl(
+        kubectl_bin,
+        kubeconfig,
+        "-n",
+        namespace,
+        "patch",
+        "myapp",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": record}),
+    )
+    held = page.locator("#apps tbody tr li.held")
+    held.wait_for(timeout=5000)
+    assert held.inner_text() == (
+        "held: rolled back from main@sha1:bad to main@sha1:good "
+        "(ReplicaSet web-1 has timed out progressing.)"
+    )

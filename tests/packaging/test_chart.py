@@ -46,6 +46,7 @@ def test_values_reach_the_objects(helm: str, home: Path) -> None:
             home,
             *("--set", "repo.url=https://git.example.com/team/apps.git", "--set", "repo.ref=v2"),
             *("--set", "allowedNamespaces={team-a,team-b}", "--set", "driftPolicy=report"),
+            *("--set", "rollback=auto"),
             *("--set", "gitCredentials.type=token", "--set", "gitCredentials.existingSecret=creds"),
             *("--set", "webhook.existingSecret=hook", "--set", "replicas=3"),
             *("--set", "notify.existingSecret=alerts"),
@@ -59,6 +60,7 @@ def test_values_reach_the_objects(helm: str, home: Path) -> None:
     assert config["GITSYNC_REF"] == "v2"
     assert config["GITSYNC_ALLOWED_NAMESPACES"] == "team-a,team-b"
     assert config["GITSYNC_DRIFT_POLICY"] == "report"
+    assert config["GITSYNC_ROLLBACK"] == "auto"
     assert config["GITSYNC_TOKEN_FILE"] == "/etc/gitsync/git/token"
     assert config["GITSYNC_LEADER_ELECT"] == "false"
     assert config["GITSYNC_PRUNE_MAX_FRACTION"] == "0.2"

@@ -68,7 +68,7 @@ def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
-        events=SimpleNamespace(dropped=0),
+        events=SimpleNamespace(dropped=0, listeners=[]),
     )
     daemon = Daemon(
         cast(Controller, fake),
@@ -302,3 +302,13 @@ def test_the_daemon_answers_the_page_under_ui_allowed_hosts_only(served: Served)
     assert status("gitsync.example.com:8080") == 200
     assert status(f"localhost:{served.port}") == 200
     assert status("rebound.attacker.example") == 421
+
+
+def test_a_failed_rollout_is_counted_once_by_its_event(served: Served) -> None:
+    app = {"metadata": {"namespace": "shop", "name": "web"}}
+    (listener,) = cast(Any, served.daemon.controller.events).listeners
+    for reason in ("RolledBack", "RolledBack", "RolloutFailed", "RollbackReleased", "Drifted"):
+        listener(app, "Warning", reason, "m", None)
+    m = served.daemon.metrics
+    assert m.get("gitsync_rollouts_failed_total", result="rolled_back") == 2
+    assert m.get("gitsync_rollouts_failed_total", result="left") == 1

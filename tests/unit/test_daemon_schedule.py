@@ -15,6 +15,7 @@ from typing import cast
 import pytest
 
 from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.engine.changeset import Change, ChangeSet
 from gitsync.gitops.sync import Syncer
 from gitsync.reconcile.controller import Controller
 
@@ -65,7 +66,7 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
-        events=SimpleNamespace(dropped=0),
+        events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
     syncer = GatedSyncer()
@@ -166,7 +167,7 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
-        events=SimpleNamespace(dropped=0),
+        events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
         start=lambda: None,
         resync=lambda: None,
@@ -205,7 +206,7 @@ def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
-        events=SimpleNamespace(dropped=0),
+        events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=interval, jitter=0)
@@ -248,3 +249,33 @@ def test_an_interval_under_a_second_is_scheduled() -> None:
         wait_for(lambda: syncer.started == 1, "the first pass")
     finally:
         _shut(daemon, syncer)
+
+
+def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
+    held = [
+        Change("MyApp/shop/a", "unchanged", reason="rolled back from main@sha1:1", hold="rollback"),
+        Change("MyApp/shop/b", "unchanged", reason="rolled back from main@sha1:1", hold="rollback"),
+        Change("MyApp/shop/c", "unchanged", reason="suspended", hold="suspend"),
+        Change("MyApp/shop/d", "unchanged"),
+        Change("MyApp/shop/e", "configured", reason="drift corrected"),
+    ]
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        events=SimpleNamespace(dropped=0, listeners=[]),
+        wait_synced=lambda _timeout: True,
+    )
+    syncer = SimpleNamespace(run=lambda: ChangeSet(changes=held), pins=None)
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False)
+    daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+    try:
+        daemon.sync_once()
+        m = daemon.metrics
+        assert m.get("gitsync_held", reason="rollback") == 2
+        assert m.get("gitsync_held", reason="suspend") == 1
+        syncer.run = lambda: ChangeSet(changes=held[3:])
+        daemon.sync_once()
+        assert m.get("gitsync_held", reason="rollback") == 0
+        assert 'gitsync_held{reason="rollback"} 0.0' in m.render()
+    finally:
+        daemon.http.server_close()

@@ -266,6 +266,9 @@ def test_events_become_notifications_with_stable_ids() -> None:
     assert [n.event for n in from_event(app, "DriftCorrected", "x", "t")] == ["drift.corrected"]
     assert [n.event for n in from_event(app, "ApplyFailed", "x", "t")] == ["sync.failed"]
     assert [n.event for n in from_event(app, "OwnedByAnotherInstance", "x", "t")] == ["conflict"]
+    assert [n.event for n in from_event(app, "RolloutFailed", "x", "t")] == ["rollout.failed"]
+    assert [n.event for n in from_event(app, "RolledBack", "x", "t")] == ["rollout.rolledback"]
+    assert from_event(app, "RollbackReleased", "x", "t") == []
 
 
 def test_formats_by_scheme_host_or_flag() -> None:

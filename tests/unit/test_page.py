@@ -125,3 +125,19 @@ def test_env_values_appear_nowhere_in_the_documents_or_html() -> None:
     assert shown["path"] == env_path and shown["manager"] == "kubectl-set"
     assert shown["desired"] != shown["live"]
     assert app["blame"][1]["drifted"] and app["blame"][1]["live"].startswith("hidden:")
+
+
+def test_a_myapp_held_by_a_rollback_says_so_in_its_row_escaped() -> None:
+    held = _myapp(
+        drift=[],
+        rollback={"from": "main@sha1:b", "to": "main@sha1:g", "reason": EVIL, "heldDigest": "d"},
+    )
+    doc = page.apps_doc([held, _myapp(drift=[])], {}, None)
+    assert [a["held"] for a in doc["apps"]] == [
+        f"rolled back from main@sha1:b to main@sha1:g ({EVIL})",
+        "",
+    ]
+    out = page.index_html(doc)
+    assert out.count('<li class="held">held: rolled back from main@sha1:b to main@sha1:g (') == 1
+    assert out.count('<span class="ok">in sync</span>') == 1  # the other, not held
+    assert "<script>alert" not in out

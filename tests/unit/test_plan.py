@@ -26,6 +26,7 @@ from gitsync.engine.planner import (
     stamped,
     without,
 )
+from gitsync.model import rollout
 from gitsync.model.api import APPLIED_ANNOTATION, Obj
 from gitsync.model.render import render
 
@@ -244,6 +245,7 @@ def test_suspend_holds_git_changes_back_as_unchanged_with_the_paths_shown() -> N
     assert (change.action, change.paths) == ("unchanged", (IMAGE,))
     assert change.diff[0].old == "nginx:1.27" and change.diff[0].new == "nginx:1.28"
     assert change.reason.startswith("suspended") and not change.writes
+    assert change.hold == "suspend" and change.to_json()["hold"] == "suspend"
 
 
 def test_changeset_exit_rule_counts_writes_only() -> None:
@@ -836,3 +838,39 @@ def test_after_merges_maps_and_replaces_everything_else(live: Obj, body: Obj, me
     live_obj, body_obj = {"kind": "X", "spec": live}, {"kind": "X", "spec": body}
     step = Step("X/x", "configured", live_obj, body_obj, body=body_obj)
     assert after(step) == {"kind": "X", "spec": merged}
+
+
+def rolled_back_from(git_spec: Obj, healthy: Obj) -> Obj:
+    """A live MyApp that runs ``healthy`` because a rollback holds ``git_spec`` back."""
+    live = applied({**APP, "spec": healthy})
+    live["status"] = {
+        "lastHealthy": {"revision": "main@sha1:good", "digest": "d", "spec": healthy},
+        "rollback": {
+            "from": "main@sha1:bad",
+            "to": "main@sha1:good",
+            "reason": "timed out",
+            "heldDigest": rollout.digest(git_spec),
+        },
+    }
+    return live
+
+
+def test_a_rollback_in_force_shows_gits_spec_as_held_and_plans_the_healthy_one() -> None:
+    broken = {"image": "nginx:broken", "replicas": 1}
+    live_app = rolled_back_from(broken, APP["spec"])
+    app, deployment = plan_app({**APP, "spec": broken}, live_app, applied(dep()), Settings())
+    assert (app.action, deployment.action) == ("unchanged", "unchanged")
+    [change] = changes_of(app)
+    assert change.paths == ("spec.image",) and not change.writes
+    assert (change.diff[0].old, change.diff[0].new) == ("nginx:1.27", "nginx:broken")
+    assert change.reason == "rolled back from main@sha1:bad: 1 change from Git held back"
+    assert change.hold == "rollback"
+
+
+def test_a_commit_that_changes_the_held_apps_spec_is_planned_as_usual() -> None:
+    live_app = rolled_back_from({"image": "nginx:broken", "replicas": 1}, APP["spec"])
+    fixed = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}
+    app, deployment = plan_app(fixed, live_app, applied(dep()), Settings())
+    assert (app.action, deployment.action) == ("configured", "configured")
+    assert after(app)["spec"]["image"] == "nginx:1.28" and not app.reason
+    assert IMAGE in changes_of(deployment)[0].paths

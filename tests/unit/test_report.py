@@ -38,3 +38,22 @@ def test_no_drift_no_lines_and_a_hostile_value_stays_on_its_line() -> None:
     assert render_details(drift_rows([app([])])) == ""
     rows = drift_rows([app([{"object": "D/x", "path": "p\nq", "manager": "m\u202e", "live": 1}])])
     assert len(render_details(rows).splitlines()) == 1
+
+
+def test_a_myapp_held_by_a_rollback_is_a_line_saying_from_what_to_what_and_why() -> None:
+    record: dict[str, str] = {
+        "from": "main@sha1:bad",
+        "to": "main@sha1:good",
+        "reason": "ReplicaSet cart-1 has timed out progressing.",
+        "heldDigest": "sha256:x",
+    }
+    held = {**app([]), "status": {"rollback": record}}
+    [row] = drift_rows([held])
+    assert row["held"] and not row["drifted"]
+    assert render_details([row]).splitlines() == [
+        "held shop/cart: rolled back from main@sha1:bad to main@sha1:good"
+        " (ReplicaSet cart-1 has timed out progressing.)"
+    ]
+    # a record without the held digest is no rollback in force
+    del record["heldDigest"]
+    assert drift_rows([held])[0]["held"] == ""
