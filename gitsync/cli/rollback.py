@@ -94,7 +94,13 @@ def rollback(myapp: str | None, to: str, reason: str, by: str, **kw: Any) -> Non
     loaded = common.read_manifests(flags, rev, flags.namespaces(kube.namespace).default)
     declared = {a.key for a in loaded.apps}
     if app and app not in declared:
-        raise ConfigError(f"{KIND}/{app} is not declared at revision {sha}: nothing pinned")
+        # its file may be there and broken: say so, it is the likelier mistake to fix
+        broken = f" ({len(loaded.errors)} invalid manifests there: {loaded.errors[0]})"
+        raise ConfigError(
+            f"{KIND}/{app} is not declared at revision {sha}"
+            + (broken if loaded.errors else "")
+            + ": nothing pinned"
+        )
     if not app and loaded.errors:
         # the daemon would apply the rest and never prune while pinned there
         first = "; ".join(str(e) for e in loaded.errors[:3])

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from gitsync.cli.app import main
 from gitsync.errors import ConfigError
 from gitsync.model import pin as pinlib
 from gitsync.model.pin import Pin, Pins
@@ -165,3 +167,14 @@ def test_held_is_what_the_head_would_change_under_a_pin() -> None:
     only = pinlib.held(HEAD, {**HEAD, "shop/web": "web@B"}, Pins(None, {"shop/web": web}))
     assert only == {"shop/web": web}
     assert pinlib.held(HEAD, HEAD, Pins()) == {}
+
+
+def test_the_commands_refuse_what_names_no_myapp_or_no_instance_before_connecting() -> None:
+    runner = CliRunner()
+    bad = runner.invoke(main, ["rollback", "Deployment/shop/web", "--to", A, "--repo", "x"])
+    assert bad.exit_code == 2 and "MyApp/NAMESPACE/NAME" in bad.output
+    unnamed = runner.invoke(main, ["resume"])
+    assert unnamed.exit_code == 2
+    assert "name the instance: --instance-name, or --repo" in unnamed.output
+    missing = runner.invoke(main, ["rollback", "--repo", "x"])
+    assert missing.exit_code == 2 and "--to" in missing.output
