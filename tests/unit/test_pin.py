@@ -178,3 +178,16 @@ def test_the_commands_refuse_what_names_no_myapp_or_no_instance_before_connectin
     assert "name the instance: --instance-name, or --repo" in unnamed.output
     missing = runner.invoke(main, ["rollback", "--repo", "x"])
     assert missing.exit_code == 2 and "--to" in missing.output
+
+
+def test_a_key_longer_than_a_configmap_key_may_be_is_refused_naming_the_myapp() -> None:
+    fits = "n" * (253 - len("pin.shop."))
+    assert len(pinlib.data_key(f"shop/{fits}")) == 253
+    with pytest.raises(ConfigError, match="too long to pin"):
+        pinlib.data_key(f"shop/{fits}x")
+
+
+def test_a_reason_or_a_name_is_kept_on_one_line_and_cut() -> None:
+    assert pinlib.clip("  a\nb  ") == "a\\nb"
+    assert pinlib.clip("x" * pinlib.MAX_TEXT) == "x" * pinlib.MAX_TEXT
+    assert pinlib.clip("x" * (pinlib.MAX_TEXT + 1)) == "x" * pinlib.MAX_TEXT + "…"
