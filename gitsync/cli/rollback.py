@@ -95,12 +95,9 @@ def rollback(myapp: str | None, to: str, reason: str, by: str, **kw: Any) -> Non
     declared = {a.key for a in loaded.apps}
     if app and app not in declared:
         # its file may be there and broken: say so, it is the likelier mistake to fix
-        broken = f" ({len(loaded.errors)} invalid manifests there: {loaded.errors[0]})"
-        raise ConfigError(
-            f"{KIND}/{app} is not declared at revision {sha}"
-            + (broken if loaded.errors else "")
-            + ": nothing pinned"
-        )
+        errors = loaded.errors
+        broken = f" ({len(errors)} invalid manifests there: {errors[0]})" if errors else ""
+        raise ConfigError(f"{KIND}/{app} is not declared at revision {sha}{broken}: nothing pinned")
     if not app and loaded.errors:
         # the daemon would apply the rest and never prune while pinned there
         first = "; ".join(str(e) for e in loaded.errors[:3])
@@ -118,18 +115,17 @@ def rollback(myapp: str | None, to: str, reason: str, by: str, **kw: Any) -> Non
 @click.command()
 @_APP
 @cluster_options
-@opt("--instance-name", env="INSTANCE_NAME", default="", help="The instance to resume.")
-@opt("--repo", env="REPO", default="", help="With --ref and --path: names the instance as sync.")
-@opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
-@opt("--ref", env="REF", default="main", show_default=True, help="As for sync.")
-@opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
+# the flags of rollback (and of the daemon, whose GITSYNC_* variables a Pod has): they name
+# the instance; resume reads nothing from Git
+@source_options(required=False)
 @_STATUS_NAMESPACE
 @expected_errors(1)
 def resume(myapp: str | None, **kw: Any) -> None:
     """Lift the pin of the instance (or of one MyApp): sync the ref's head again.
 
-    With --verify-commits the head must then descend from the head applied before the
-    pin, as ever. Exit 0 (also when nothing was pinned), 1 error, 2 usage."""
+    The instance is named as for sync (--instance-name, or --repo, --ref and --path). With
+    --verify-commits the head must then descend from the head applied before the pin, as
+    ever. Exit 0 (also when nothing was pinned), 1 error, 2 usage."""
     app = _app(myapp)
     flags = parse(kw)
     if not (flags.instance_name or flags.repo or flags.instance_repo):

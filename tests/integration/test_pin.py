@@ -282,3 +282,39 @@ def test_with_verify_commits_a_pin_goes_back_but_resuming_does_not_launder_a_rew
     assert cli(kubeconfig, "sync", *flags).returncode == 0
     assert image(kube, ns, "a") == "nginx:1.28"
     assert status_data(kube, ns)["appliedCommit"] == fixed
+
+
+def test_a_pin_before_any_sync_makes_the_configmap_and_the_daemons_record_keeps_it(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, upstream: Upstream, tmp_path: Path
+) -> None:
+    ns = namespace
+    flags = [*source_flags(upstream, ns), "--cache-dir", str(tmp_path / "cache")]
+    good = upstream.commit({"apps/a.yaml": app_yaml(ns, "a")})
+    upstream.commit({"apps/a.yaml": app_yaml(ns, "a", image="nginx:bad")})
+    pinned = cli(kubeconfig, "rollback", "--to", good, *flags)
+    assert pinned.returncode == 0, pinned.stderr
+    cm = kube.get(resource_path("v1", "configmaps", ns, f"gitsync-status-{INSTANCE}"))
+    assert cm["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gitsync",
+        "gitsync.apps.example.com/instance": INSTANCE,
+    }
+    assert set(cm["data"]) == {"pin"}
+    assert cli(kubeconfig, "sync", *flags).returncode == 0
+    assert image(kube, ns, "a") == "nginx:1.27"
+    cm = kube.get(resource_path("v1", "configmaps", ns, f"gitsync-status-{INSTANCE}"))
+    assert json.loads(cm["data"]["pin"])["revision"] == good
+    owners = {m["manager"]: m["operation"] for m in cm["metadata"]["managedFields"]}
+    # the pin is the pin manager's, the record the daemon's: its apply never removes the pin
+    assert owners["gitsync-pin"] in ("Update", "Apply") and owners["gitsync"] == "Apply"
+    assert cli(kubeconfig, "resume", *flags).returncode == 0  # rollback's flags do
+    assert cli(kubeconfig, "sync", *flags).returncode == 0
+    assert image(kube, ns, "a") == "nginx:bad"
+    assert not pins_of(status_data(kube, ns)) and status_data(kube, ns)["pinned"] == ""
+    # a MyApp whose file is broken at REV: the error says that is why it is not declared
+    broken = upstream.commit({"apps/b.yaml": app_yaml(ns, "b", replicas="many")})
+    refused = cli(kubeconfig, "rollback", f"MyApp/{ns}/b", "--to", broken, *flags)
+    assert refused.returncode == 1, refused.stderr
+    assert f"MyApp/{ns}/b is not declared at revision {broken} (1 invalid manifests" in (
+        refused.stderr
+    )
+    assert "apps/b.yaml" in refused.stderr and "Traceback" not in refused.stderr
