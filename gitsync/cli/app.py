@@ -2,8 +2,9 @@
 
 Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
 something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
-on failure (``sync``: 2 when --verify-commits refuses the commit); usage errors
-exit 2. Expected errors print one line, never a traceback.
+on failure (``sync``: 2 when --verify-commits refuses the commit); ``rollback`` and
+``resume`` exit 0 on success and 1 on failure (``rollback``: 2 when --verify-commits
+refuses the revision); usage errors exit 2. Expected errors print one line, never a traceback.
 
 The option groups several commands share, and the error-to-exit-code wrapper, are in
 :mod:`gitsync.cli.options`, the flags as one typed value in :mod:`gitsync.cli.flags`,
