@@ -37,10 +37,28 @@ def test_data_keys_name_the_instance_or_one_myapp(app: str, key: str) -> None:
     assert pinlib.app_of_key(key) == app
 
 
-@pytest.mark.parametrize("key", ["revision", "pinned", "pin.", "pin.shop", "pin..web", "pins"])
+@pytest.mark.parametrize(
+    "key", ["revision", "pinned", "pin.", "pin.shop", "pin..web", "pins", "pinx.shop.web",
+            "last.shop.web"]
+)  # fmt: skip
 def test_keys_that_are_no_pins_are_not_read_as_pins(key: str) -> None:
     assert pinlib.app_of_key(key) is None
     assert not pinlib.pins_of({key: Pin(A, "a", "t").value()})
+
+
+def test_the_value_is_json_with_its_keys_in_order_and_a_missing_reason_is_none() -> None:
+    assert Pin(A, "alice", "t", "why").value() == (
+        f'{{"at": "t", "by": "alice", "reason": "why", "revision": "{A}"}}'
+    )
+    record = json.dumps({"revision": A, "by": "alice", "at": "t"})
+    assert pinlib.parse("pin", record) == Pin(A, "alice", "t", "")
+    with pytest.raises(ConfigError, match="'revision' is not the key of a pin"):
+        pinlib.parse("revision", record)
+
+
+def test_describe_is_cut_at_twice_a_reason() -> None:
+    text = Pin(A, "alice", "t", "r" * 3 * pinlib.MAX_TEXT).describe()
+    assert len(text) == 2 * pinlib.MAX_TEXT + 1 and text.endswith("…")
 
 
 def test_describe_says_revision_who_when_and_why_on_one_line() -> None:
@@ -88,7 +106,7 @@ def test_a_myapp_is_named_as_kubectl_names_it(text: str, key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["web", "MyApp/web", "Deployment/shop/web", "MyApp/Shop/web", "a/b/c/d"]
+    "text", ["web", "MyApp/web", "Deployment/shop/web", "MyApp/Shop/web", "a/b/c/d", "shop/Web_1"]
 )
 def test_anything_else_is_no_myapp(text: str) -> None:
     with pytest.raises(ConfigError, match="MyApp/NAMESPACE/NAME"):
