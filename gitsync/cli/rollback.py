@@ -96,7 +96,8 @@ def rollback(myapp: str | None, to: str, reason: str, by: str, **kw: Any) -> Non
     if app and app not in declared:
         # its file may be there and broken: say so, it is the likelier mistake to fix
         errors = loaded.errors
-        broken = f" ({len(errors)} invalid manifests there: {errors[0]})" if errors else ""
+        more = f", and {len(errors) - 1} more" if len(errors) > 1 else ""
+        broken = f" (invalid manifests there: {errors[0]}{more})" if errors else ""
         raise ConfigError(f"{KIND}/{app} is not declared at revision {sha}{broken}: nothing pinned")
     if not app and loaded.errors:
         # the daemon would apply the rest and never prune while pinned there

@@ -314,7 +314,7 @@ def test_a_pin_before_any_sync_makes_the_configmap_and_the_daemons_record_keeps_
     broken = upstream.commit({"apps/b.yaml": app_yaml(ns, "b", replicas="many")})
     refused = cli(kubeconfig, "rollback", f"MyApp/{ns}/b", "--to", broken, *flags)
     assert refused.returncode == 1, refused.stderr
-    assert f"MyApp/{ns}/b is not declared at revision {broken} (1 invalid manifests" in (
+    assert f"MyApp/{ns}/b is not declared at revision {broken} (invalid manifests there:" in (
         refused.stderr
     )
     assert "apps/b.yaml" in refused.stderr and "Traceback" not in refused.stderr
