@@ -2,8 +2,9 @@
 
 Exit codes: ``diff`` and ``drift`` exit 0 when nothing differs, 1 when
 something does, 2 on error; ``sync`` and ``validate`` exit 0 on success and 1
-on failure (``sync``: 2 when --verify-commits refuses the commit); usage errors
-exit 2. Expected errors print one line, never a traceback.
+on failure (``sync``: 2 when --verify-commits refuses the commit); ``rollback`` and
+``resume`` exit 0 on success and 1 on failure (``rollback``: 2 when --verify-commits
+refuses the revision); usage errors exit 2. Expected errors print one line, never a traceback.
 
 The option groups several commands share, and the error-to-exit-code wrapper, are in
 :mod:`gitsync.cli.options`, the flags as one typed value in :mod:`gitsync.cli.flags`,
@@ -21,6 +22,7 @@ from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
 from gitsync.cli.options import opt
+from gitsync.cli.rollback import resume, rollback
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
 from gitsync.cli.validate import validate
@@ -51,5 +53,5 @@ def version() -> None:
     click.echo(f"gitsync {__version__}")
 
 
-for command in (validate, sync, diff, drift, run, blame_command):
+for command in (validate, sync, diff, drift, run, blame_command, rollback, resume):
     main.add_command(command)

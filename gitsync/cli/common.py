@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +14,17 @@ import click
 import yaml
 
 from gitsync.cli.flags import Flags, Namespaces
+from gitsync.errors import GitsyncError
+from gitsync.gitops.pinned import PinnedRevisions
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube
 from gitsync.model import instance as instancelib
+from gitsync.model import pin as pinlib
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source import localcheckout, manifests
 from gitsync.source.cache import default_cache_dir
-from gitsync.source.checkout import GitSource, LocalSource, open_source
+from gitsync.source.checkout import GitSource, LocalSource, Revision, open_source
 from gitsync.source.gitenv import Credentials
 from gitsync.source.giturl import redact_url
 from gitsync.source.keyring import verifier_of
@@ -107,7 +110,12 @@ def load(
 ) -> tuple[str, manifests.LoadResult]:
     """Fetch and load the manifests; ``namespace`` for MyApps that name none."""
     rev = source(flags).fetch(after=after, accept=accept)
-    loaded = manifests.load(
+    return str(rev), read_manifests(flags, rev, namespace)
+
+
+def read_manifests(flags: Flags, rev: Revision, namespace: str) -> manifests.LoadResult:
+    """The manifests of a checked-out revision; ``namespace`` for MyApps that name none."""
+    return manifests.load(
         rev.dir,
         flags.path,
         default_namespace=namespace,
@@ -116,7 +124,6 @@ def load(
         watch_namespace=flags.watch_namespace,
         omitted=rev.omitted,
     )
-    return str(rev), loaded
 
 
 def connect(flags: Flags) -> Kube:
@@ -181,3 +188,46 @@ def emit(doc: Any, output: str) -> None:
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
         click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+
+
+@dataclass(frozen=True)
+class PinnedLoad:
+    """The manifests a sync would use under the pins, for ``gitsync diff``."""
+
+    #: the revision of the MyApps without a pin of their own (the instance's pin, or
+    #: the ref's head)
+    revision: str
+    loaded: manifests.LoadResult
+    selection: pinlib.Selection[manifests.DesiredApp]
+    #: by key: the MyApps a pin holds back from the head, with the pin
+    held: dict[str, pinlib.Pin]
+    #: why the head could not be read to tell what is held ("" when it was)
+    head_unread: str = ""
+
+
+def load_pinned(
+    flags: Flags, namespace: str, pins: pinlib.Pins, after: str = "", accept: str = ""
+) -> PinnedLoad:
+    """Fetch and load the manifests as a sync pass would under ``pins``: the instance's
+    pin, else the head; each pinned MyApp from its commit; and what they hold back."""
+    src = source(flags)
+    base_sha = pinlib.base_revision(pins)
+    rev = src.fetch_commit(base_sha) if base_sha else src.fetch(after=after, accept=accept)
+    loaded = read_manifests(flags, rev, namespace)
+    base = {app.key: app for app in loaded.apps}
+    selection = PinnedRevisions(src, lambda r: read_manifests(flags, r, namespace)).select(
+        base, pins
+    )
+    if not pins:
+        return PinnedLoad(str(rev), loaded, selection, {})
+    head, unread = base, ""
+    if base_sha:
+        try:
+            head_rev = src.fetch(after=after, accept=accept)
+            head = {app.key: app for app in read_manifests(flags, head_rev, namespace).apps}
+        except GitsyncError as e:  # held all the same; only what it holds is not known
+            head, unread = {}, str(e)
+    objs = {k: a.obj for k, a in selection.apps.items()}
+    at_head = {k: a.obj for k, a in head.items() if k not in selection.missing}
+    held = pinlib.held(at_head, objs, pins) if not unread else {}
+    return PinnedLoad(str(rev), loaded, selection, held, unread)

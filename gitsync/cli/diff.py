@@ -28,11 +28,12 @@ from gitsync.engine import differences
 from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.engine.namespace_plan import plan_namespaces, to_look_up
 from gitsync.engine.planner import Settings
-from gitsync.errors import APINotFoundError, printable
+from gitsync.errors import APIForbiddenError, APINotFoundError, printable
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import myapp_body, tracked_by
 from gitsync.gitops.sync_state import StateWriter, last_applied
 from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model import pin as pinlib
 from gitsync.model.api import (
     KIND,
     MANAGED_BY,
@@ -40,7 +41,7 @@ from gitsync.model.api import (
     Obj,
     key_of,
 )
-from gitsync.model.instance import Instance, refusal_of
+from gitsync.model.instance import refusal_of
 from gitsync.reconcile.controller import foreign_deployment
 
 
@@ -85,31 +86,35 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
     where = flags.namespaces(kube.namespace)
     after = accept = ""
-    identity: Instance | None = None
-    if flags.verify_commits or flags.verify:
+    identity = common.identity(flags)
+    state = StateWriter(kube, where.status, identity.name)
+    verify = bool(flags.verify_commits or flags.verify)
+    cm = _status(state, strict=verify)
+    if verify:
         # judged as a sync judges it: against the commit the status ConfigMap records
-        identity = common.identity(flags)
-        state = StateWriter(kube, where.status, identity.name)
-        after, once, wanted = last_applied(state.read_object())
+        after, once, wanted = last_applied(cm)
         accept = "" if wanted == once else wanted
+    # planned as a sync plans it: under the pins the status ConfigMap holds
+    pins = pinlib.pins_of((cm or {}).get("data"))
     # the two LISTs and reading the manifests overlap: together they are the run
     with ThreadPoolExecutor(3) as pool:
-        loading = pool.submit(common.load, flags, where.default, after, accept)
+        loading = pool.submit(common.load_pinned, flags, where.default, pins, after, accept)
         listing = pool.submit(_list, kube, resource_path("apps.example.com/v1", "myapps"))
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         deployments_listing = pool.submit(
             _list, kube, resource_path("apps/v1", "deployments"), selector
         )
-        revision, loaded = loading.result()
+        pinned = loading.result()
         myapps, deployments = listing.result(), deployments_listing.result()
+    revision, loaded, selection = pinned.revision, pinned.loaded, pinned.selection
     for err in loaded.errors:
         click.echo(f"error: {err}", err=True)
-    if identity is None:
-        identity = common.identity(flags)
+    for problem in selection.missing.values():
+        click.echo(f"error: {printable(problem)}", err=True)
     if note := common.instance_note(flags, identity):
         click.echo(note, err=True)
     label = identity.label
-    desired = {app.key: myapp_body(app, label) for app in loaded.apps}
+    desired = {key: myapp_body(app, label) for key, app in selection.apps.items()}
     # as in a sync: another instance's MyApp, or one made by hand and not handed over,
     # is refused, never applied over
     refused = {
@@ -139,7 +144,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     # the prune plan a sync carries out, guards and all, counting what it applies
     guard = PruneGuard(flags.prune, flags.allow_empty, flags.prune_max_fraction)
     pruning = plan_prune(
-        desired,
+        # a pinned MyApp its commit cannot give is held, not pruned, as in a sync
+        set(desired) | set(selection.missing),
         tracked_by(myapps.values(), label),
         guard,
         manifests_ok=loaded.ok,
@@ -149,8 +155,24 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     changes.revision = revision
     _refuse_foreign_deployments(kube, changes, myapps)
     skipped = changes.prune_skipped
+    # in the shape of the changes a hold keeps back (Change.to_json), without the paths:
+    # the head is read to tell what it would change, not planned
+    held: list[Obj] = [
+        {"object": f"{KIND}/{key}", "action": "unchanged", "changes": [], "reason": pin.describe(),
+         "hold": "pin"}
+        for key, pin in pinned.held.items()
+    ]  # fmt: skip
+    if pinned.head_unread:
+        held.append({"object": "", "action": "unchanged", "changes": [],
+                     "reason": pinned.head_unread, "hold": "pin"})  # fmt: skip
     if output == "text":
         _print_diff(changes, sys.stdout.isatty() if color is None else color)
+        # held by a pin, as by suspend: what the ref's head would change, not written
+        for line in pins.lines():
+            click.echo(printable(line))
+        for h in held:
+            what = f"held {h['object']}" if h["object"] else "held: the ref's head is unread"
+            click.echo(f"{what}: {printable(h['reason'])}")
         if skipped:
             click.echo(f"prune skipped: {skipped}", err=True)
         click.echo(f"{revision}: {changes.summary()}")
@@ -161,7 +183,8 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
                 "summary": changes.summary(),
                 "objects": [c.to_json() for c in changes.changes if c.writes],
                 "drift": [c.to_json() for c in changes.findings()],
-                "held": [c.to_json() for c in changes.held()],
+                "held": [c.to_json() for c in changes.held()] + held,
+                "pins": pins.lines(),
                 "failed": [c.to_json() for c in changes.changes if c.action == "failed"],
                 "pruneSkipped": skipped,
             },
@@ -169,7 +192,21 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         )
     # a broken manifest, a refused MyApp or an object that cannot be planned is an
     # error even when the rest is unchanged: CI must not pass it
-    sys.exit(2 if loaded.errors or refused or changes.failed else (1 if changes.writes else 0))
+    failed = loaded.errors or refused or changes.failed or selection.missing
+    sys.exit(2 if failed else (1 if changes.writes else 0))
+
+
+def _status(state: StateWriter, *, strict: bool) -> Obj | None:
+    """The status ConfigMap (its pins, and with --verify-commits the commit applied).
+    Without --verify-commits a diff that may not read it (a CI role that reads MyApps
+    and Deployments only) still runs, and says the pins are not known."""
+    try:
+        return state.read_object()
+    except APIForbiddenError as e:
+        if strict:
+            raise
+        click.echo(f"warning: pins (gitsync rollback) not known: {e}", err=True)
+        return None
 
 
 def _refuse_foreign_deployments(kube: Kube, changes: ChangeSet, myapps: dict[str, Any]) -> None:

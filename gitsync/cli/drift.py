@@ -17,10 +17,11 @@ from gitsync.cli.options import (
     output_option,
 )
 from gitsync.cli.report import drift_rows, render_details, render_table
-from gitsync.errors import one_line
+from gitsync.errors import one_line, printable
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube, path_of
 from gitsync.model.api import KIND
+from gitsync.model.pin import pins_of
 
 
 @click.command()
@@ -72,8 +73,13 @@ def drift(output: str, **kw: Any) -> None:
                 f"result {state.get('result') or '-'}, "
                 f"last error: {one_line(state.get('lastError') or 'none', 2000)}"
             )
+            # the pins as set (gitsync rollback), whether or not a pass honoured them yet
+            for line in pins_of(state).lines():
+                click.echo(printable(line))
     else:
         # "sync": the one instance's state, as before instances had names
         only = next(iter(states.values())) if len(states) == 1 else {}
-        common.emit({"sync": only, "instances": states, "apps": rows}, output)
+        pins = {name: pins_of(state).lines() for name, state in states.items()}
+        doc = {"sync": only, "instances": states, "pins": pins, "apps": rows}
+        common.emit(doc, output)
     sys.exit(1 if drifted else 0)

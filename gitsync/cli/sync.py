@@ -18,6 +18,7 @@ from gitsync.cli.options import (
     source_options,
     sync_options,
 )
+from gitsync.errors import printable
 
 
 @click.command()
@@ -39,8 +40,12 @@ def sync(output: str, **kw: Any) -> None:
     controller.deployments.start()
     if not controller.wait_synced(60):
         fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
-    result = common.syncer(flags, namespaces, controller, identity).run()
+    syncer = common.syncer(flags, namespaces, controller, identity)
+    result = syncer.run()
+    pins = syncer.pins.lines() if syncer.pins is not None else []
     if output == "text":
+        for line in pins:
+            click.echo(printable(line))
         for c in result.changes:
             if c.action != "unchanged":
                 click.echo(f"{c.subject} {c.action}" + (f": {c.reason}" if c.reason else ""))
@@ -59,6 +64,7 @@ def sync(output: str, **kw: Any) -> None:
             ],
             "errors": result.errors,
             "pruneSkipped": result.prune_skipped,
+            "pins": pins,
         }
         common.emit(doc, output)
     controller.events.close()  # the pass's Events, queued, are written before exiting

@@ -296,6 +296,9 @@ class Daemon:
             m.set("gitsync_held", sum(1 for c in held if c.hold == hold), reason=hold)
         if result.prune_skipped:
             m.inc("gitsync_prune_skipped_total")
+        if self.syncer.pins is not None:  # (None: they could not be read; as before)
+            m.set("gitsync_pinned", int(self.syncer.pins.instance is not None), scope="instance")
+            m.set("gitsync_pinned", len(self.syncer.pins.apps), scope="myapp")
         if result.rejection is not None:
             m.inc("gitsync_verification_failures_total", reason=result.rejection.reason)
         if result.ok:

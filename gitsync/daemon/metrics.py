@@ -135,6 +135,12 @@ def standard() -> Metrics:
     m.describe("gitsync_objects", "gauge", "MyApps by action in the last sync pass.", ("action",))
     m.describe("gitsync_prune_skipped_total", "counter", "Prunes skipped by a safety guard.")
     m.describe(
+        "gitsync_pinned",
+        "gauge",
+        "Pins (gitsync rollback) the last sync pass honoured, by scope (instance, myapp).",
+        ("scope",),
+    )
+    m.describe(
         "gitsync_held",
         "gauge",
         "MyApps whose changes from Git the last sync pass held back, by what holds them.",

@@ -25,7 +25,7 @@ from gitsync.model import rollout
 from gitsync.model.api import Obj, key_of
 
 #: what the status ConfigMap's data says of the last sync pass, as the page shows it
-SYNC_FIELDS: Final = ("revision", "result", "lastError", "lastChange", "pruneSkipped")
+SYNC_FIELDS: Final = ("revision", "result", "lastError", "lastChange", "pruneSkipped", "pinned")
 DRIFT_FIELDS: Final = ("object", "path", "desired", "live", "manager", "operation", "time")
 #: headers of every page: no script but our own, no framing, no referrer
 SECURITY_HEADERS: Final = (
@@ -155,6 +155,11 @@ def sync_html(sync: Mapping[str, Any] | None) -> str:
         parts.append(f'<span class="bad">error: {_e(sync["lastError"])}</span>')
     if sync.get("pruneSkipped"):
         parts.append(f'<span class="warn">prune skipped: {_e(sync["pruneSkipped"])}</span>')
+    # held by a pin (gitsync rollback): said with who, when and why, a line per pin
+    parts.extend(
+        f'<span class="warn">{_e(line)}</span>'
+        for line in str(sync.get("pinned") or "").splitlines()
+    )
     return '<p id="sync">' + " · ".join(parts) + "</p>"
 
 
@@ -307,6 +312,7 @@ SCRIPT: Final = """\
     if (s.lastChange) t += " · last change: " + s.lastChange;
     if (s.lastError) t += " · error: " + s.lastError;
     if (s.pruneSkipped) t += " · prune skipped: " + s.pruneSkipped;
+    if (s.pinned) t += " · " + s.pinned.split("\\n").join(" · ");
     return t;
   }
   function render(doc) {

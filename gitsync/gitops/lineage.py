@@ -48,6 +48,13 @@ class Lineage:
         self.baseline = (rev.sha or applied, once)
         return rev
 
+    def hold(self) -> tuple[str, str]:
+        """The commit the cluster is at, read (once) without fetching the ref: a pinned pass
+        keeps it, so that when the pin is lifted the ref's commit must descend from the
+        head applied before the pin, not from the pinned commit (a pin to an old commit
+        must not make an old commit, force-pushed meanwhile, pass as a descendant)."""
+        return self._last_applied()
+
     def _moved(self, applied: str) -> bool:
         """Whether the record, read again, names another commit than ``applied``."""
         self.baseline = None

@@ -31,12 +31,15 @@ from gitsync.errors import (
     one_line,
 )
 from gitsync.gitops import namespaces as nslib
+from gitsync.gitops import pins as pinstore
 from gitsync.gitops.lineage import Lineage
+from gitsync.gitops.pinned import PinnedRevisions, selection_failures
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Client, Recorder, Writer
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
+from gitsync.model import pin as pinlib
 from gitsync.model.api import (
     KIND,
     MANAGED_BY,
@@ -198,6 +201,10 @@ class Syncer:
         self._refused: dict[str, instancelib.Refusal] = {}
         #: the commit the cluster is at, which each new revision must descend from
         self.lineage = Lineage(state)
+        #: the pins the last pass honoured (None: they could not be read), for the CLI
+        self.pins: pinlib.Pins | None = pinlib.Pins()
+        #: the MyApps of the commits single MyApps are pinned to
+        self._pinned = PinnedRevisions(source, self._read)
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -218,11 +225,32 @@ class Syncer:
 
     def _run(self, result: ChangeSet, start: float) -> None:
         try:
-            rev = self.lineage.fetch(self.source)
+            pins = self._read_pins()
+        except APIError as e:
+            # never taken for "not pinned": the pass would go back to the head
+            self.pins = None
+            result.errors.append(f"the pins cannot be read: {e}")
+            result.prune_skipped = "the pins could not be read; nothing is pruned"
+            log.error("the pins cannot be read: %s", e)
+            self._record(result, start)
+            return
+        self.pins = pins
+        if pinlib.INSTANCE_KEY in pins.invalid:
+            # unreadable is not "not pinned": going back to the head would undo the pin
+            why = pins.invalid[pinlib.INSTANCE_KEY]
+            result.errors.append(
+                f"the instance's pin cannot be read ({why}); nothing is applied until it"
+                " is fixed or lifted (gitsync resume)"
+            )
+            result.prune_skipped = "the instance's pin cannot be read; nothing is pruned"
+            self._record(result, start)
+            return
+        try:
+            rev = self._fetch(pins)
         except VerificationError as e:
             self._reject(result, e, start)
             return
-        except (SourceError, APIError) as e:
+        except (SourceError, APIError, ConfigError) as e:
             result.errors.append(str(e))
             result.prune_skipped = "the fetch failed; nothing is pruned"
             log.error("fetch failed: %s", e)
@@ -242,7 +270,16 @@ class Syncer:
             result.errors.append(str(err))
             log.error("invalid manifest: %s", err)
         info = SyncInfo(revision=str(rev), path="", time=now())
-        desired = {app.key: app for app in loaded.apps}
+        selection = self._pinned.select({app.key: app for app in loaded.apps}, pins)
+        result.changes.extend(selection_failures(selection))
+        desired = selection.apps
+        # pinned MyApps their revision does not give: not applied, and not pruned either
+        held = set(selection.missing)
+        infos = {
+            key: SyncInfo(f"{rev.ref}@sha1:{pin.revision}", "", info.time)
+            for key, pin in selection.pinned.items()
+            if pin.revision != rev.sha
+        }
         # before applying: what the prune may delete is what was tracked when the pass
         # began (the guard adds what the pass applies, see plan_prune)
         tracked = self.tracked()
@@ -256,7 +293,10 @@ class Syncer:
         # the operator holds MyApps to Git only where this pass may apply them
         claim = Claim(self.identity, self.options.adopt)
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-            done = pool.map(lambda app: self._apply(app, info, claim, app.key in absent), todo)
+            done = pool.map(
+                lambda app: self._apply(app, infos.get(app.key, info), claim, app.key in absent),
+                todo,
+            )
             result.changes.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
@@ -267,13 +307,30 @@ class Syncer:
         if loaded.ok:
             # what left Git is no longer held to Git (pruned or not); while a file is
             # broken, what it declared may be in it, so nothing is let go
-            self.controller.ledger.release(self.controller.ledger.declared_keys() - set(desired))
+            ledger = self.controller.ledger
+            ledger.release(ledger.declared_keys() - set(desired) - held)
         # what the pass applied, counted by the prune guard as diff counts it: all it
         # was given but what it refused (the refusals are the only failures known
         # before applying; a MyApp whose Deployment failed is tracked all the same)
         applied = {app.key for app in todo} - set(self._refused)
-        self._prune(result, set(desired), tracked, loaded.ok, applied)
+        self._prune(result, set(desired) | held, tracked, loaded.ok, applied)
         self._record(result, start)
+
+    def _read_pins(self) -> pinlib.Pins:
+        """The pins, read from the cluster before every pass (one GET of the status
+        ConfigMap per poll, none per MyApp), so that every replica, a new leader and a
+        restarted daemon honour a pin from their next pass on; none without a record."""
+        return pinstore.read(self.state) if self.state is not None else pinlib.Pins()
+
+    def _fetch(self, pins: pinlib.Pins) -> Revision:
+        """The revision every MyApp without a pin of its own comes from: the instance's
+        pin, else the ref's commit (which must descend from the one last applied)."""
+        if pins.instance is None:
+            return self.lineage.fetch(self.source)
+        # the ref is not fetched at all while pinned, and the commit the cluster is
+        # recorded at stays the head applied before the pin (see Lineage.hold)
+        self.lineage.hold()
+        return self.source.fetch_commit(pins.instance.revision)
 
     def _absent_deployments(self, desired: Iterable[str]) -> frozenset[str]:
         """Desired MyApps whose Deployment does not exist, by one LIST per namespace.
@@ -302,7 +359,20 @@ class Syncer:
         # commit has every file read but only those it changed parsed
         if rev.sha and self._loaded is not None and self._loaded[0] == rev.sha:
             return self._loaded[1]
-        loaded = manifests.load(
+        loaded = self._read(rev)
+        log.debug(
+            "manifests loaded: %d files parsed, %d unchanged",
+            self._parsed.parsed,
+            self._parsed.reused,
+        )
+        self._loaded = (rev.sha, loaded)
+        self._declared = (rev.sha, {app.key: app for app in loaded.apps})
+        return loaded
+
+    def _read(self, rev: Revision) -> manifests.LoadResult:
+        """The manifests of a checked-out revision (a pinned MyApp's commit is read with
+        this alone: it is not kept as the last load)."""
+        return manifests.load(
             rev.dir,
             self.options.path,
             default_namespace=self.options.default_namespace,
@@ -312,14 +382,6 @@ class Syncer:
             cache=self._parsed,
             omitted=rev.omitted,
         )
-        log.debug(
-            "manifests loaded: %d files parsed, %d unchanged",
-            self._parsed.parsed,
-            self._parsed.reused,
-        )
-        self._loaded = (rev.sha, loaded)
-        self._declared = (rev.sha, {app.key: app for app in loaded.apps})
-        return loaded
 
     def declared(self, key: str, sha: str) -> manifests.DesiredApp | None:
         """MyApp ``key`` as the last load read it, if that load was of commit ``sha`` (""
@@ -507,4 +569,5 @@ class Syncer:
             return
         result.applied_commit, result.accepted_once = baseline
         if self.state is not None:
-            self.state.record_changes(result)
+            pinned = None if self.pins is None else "\n".join(self.pins.lines())
+            self.state.record_changes(result, pinned=pinned)

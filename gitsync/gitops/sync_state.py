@@ -53,13 +53,19 @@ class SyncState:
     applied_commit: str = ""
     #: the last commit applied by the one-shot accept annotation (not accepted again)
     accepted_once: str = ""
+    #: the pins the pass honoured, one line each ("instance pinned to REV by WHO at
+    #: TIME: REASON"); the pins themselves are the ``pin`` keys (gitsync.gitops.pins)
+    pinned: str = ""
 
     def data(self) -> dict[str, str]:
         return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
-    """What the ConfigMap says of a pass's change set."""
+def state_of(
+    changes: ChangeSet, previous: SyncState | None, pinned: str | None = None
+) -> SyncState:
+    """What the ConfigMap says of a pass's change set; ``pinned``: the pins it honoured
+    (None: not known, as before)."""
     changed = any(changes.count(a) for a in ("created", "configured", "pruned"))
     return SyncState(
         revision=changes.revision,
@@ -81,6 +87,7 @@ def state_of(changes: ChangeSet, previous: SyncState | None) -> SyncState:
         rejected=changes.rejection.sha if changes.rejection else "",
         applied_commit=changes.applied_commit,
         accepted_once=changes.accepted_once,
+        pinned=(previous.pinned if previous else "") if pinned is None else pinned,
     )
 
 
@@ -160,10 +167,10 @@ class StateWriter:
     def last(self) -> SyncState | None:
         return self._last
 
-    def record_changes(self, changes: ChangeSet) -> None:
+    def record_changes(self, changes: ChangeSet, *, pinned: str | None = None) -> None:
         """Record a pass's change set (a pass that changed nothing keeps the last
-        change's summary, so steady state writes nothing)."""
-        self.record(state_of(changes, self.last))
+        change's summary, so steady state writes nothing) and the pins it honoured."""
+        self.record(state_of(changes, self.last, pinned))
 
     def record(self, state: SyncState) -> None:
         with self._lock:
@@ -209,6 +216,12 @@ class StateWriter:
                 self.events.emit(cm, kind, f"Sync{state.result}", msg)
         if state.rejected and (previous is None or previous.verification != state.verification):
             self.events.emit(cm, "Warning", "VerificationFailed", state.verification)
+        if previous is not None and previous.pinned != state.pinned:
+            # a pin is explicit and visible: set, changed and lifted each say so, once
+            reason, words = (
+                ("Pinned", state.pinned.replace("\n", "; ")) if state.pinned else ("Resumed", "")
+            )
+            self.events.emit(cm, "Normal", reason, words or "no pin: syncing the ref's head")
         if state.prune_skipped and (
             previous is None or previous.prune_skipped != state.prune_skipped
         ):

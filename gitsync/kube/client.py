@@ -277,8 +277,21 @@ class Kube:
             verb="DRYRUN" if dry_run else "APPLY",
         )
 
-    def create(self, path: str, body: Obj, *, subject: str = "") -> Obj:
-        return self.request("POST", path, body=body, subject=subject)
+    def create(self, path: str, body: Obj, *, subject: str = "", field_manager: str = "") -> Obj:
+        params = {"fieldManager": field_manager} if field_manager else None
+        return self.request("POST", path, body=body, subject=subject, params=params)
+
+    def merge_patch(self, path: str, body: Obj, *, field_manager: str, subject: str = "") -> Obj:
+        """A JSON merge patch (RFC 7386): the keys given are set, those given as None
+        removed, the rest left as they are, whoever owns them."""
+        return self.request(
+            "PATCH",
+            path,
+            params={"fieldManager": field_manager},
+            body=body,
+            content_type="application/merge-patch+json",
+            subject=subject,
+        )
 
     def delete(self, path: str, *, subject: str = "", body: Obj | None = None) -> Obj:
         return self.request("DELETE", path, subject=subject, body=body)

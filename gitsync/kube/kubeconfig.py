@@ -127,6 +127,19 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     return str(namespace) if namespace else "default"
 
 
+def context_user(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The user the kubeconfig context names (its nickname in the file, as ``kubectl
+    config view`` shows it), or "" when there is none (in a Pod, or no kubeconfig)."""
+    try:
+        contexts, current = k8s_config.list_kube_config_contexts(kubeconfig)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, KeyError, TypeError):
+        return ""
+    if context:
+        current = next((c for c in contexts or [] if c.get("name") == context), None)
+    user = ((current or {}).get("context") or {}).get("user")
+    return str(user) if user else ""
+
+
 def _in_cluster_namespace() -> str:
     return own_namespace() or "default"
 

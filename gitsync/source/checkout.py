@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,8 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 # a conservative subset of git-check-ref-format: never an option, never a revision expression
 _REF = re.compile(r"(?!-)(?!/)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?<![./])(?<!\.lock)")
 _FETCHED = "refs/gitsync/fetched"
+#: where a pinned commit is fetched to: apart from the ref's, whose history may be deepened
+_PINNED = "refs/gitsync/pinned"
 #: how much history is deepened by, in turn, to find the last applied commit in
 _DEEPEN = (20, 200, 2000)
 _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up otherwise
@@ -52,6 +54,8 @@ class Revision:
     #: files under the manifest path not checked out, as larger than a manifest may be:
     #: (path in the repository, its size, or None when the server did not send it)
     omitted: tuple[tuple[str, int | None], ...] = ()
+    #: checked out as a pin (``fetch_commit``), not as what the ref names
+    pinned: bool = False
 
     def __str__(self) -> str:
         return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
@@ -59,6 +63,8 @@ class Revision:
 
 class Source(Protocol):
     def fetch(self, after: str = "", accept: str = "") -> Revision: ...
+
+    def fetch_commit(self, sha: str) -> Revision: ...
 
     def remote_sha(self) -> str: ...
 
@@ -73,6 +79,13 @@ class LocalSource:
         if not self.directory.is_dir():
             raise SourceError(f"{self.directory} is not a directory")
         return Revision(ref="local", sha="", dir=self.directory.resolve())
+
+    def fetch_commit(self, sha: str) -> Revision:
+        # a directory has one state, its files as they are: there is no commit to go to
+        raise ConfigError(
+            f"pinned to commit {sha}, which the directory {self.directory} cannot give: "
+            "sync from the Git URL, or lift the pin (gitsync resume)"
+        )
 
     def remote_sha(self) -> str:
         return ""
@@ -169,7 +182,12 @@ class GitSource:
             else:
                 sha, remote_ref, obj = self._ls_remote()
             current = self._current
-            if current is not None and current.sha == sha and after.lower() in ("", sha):
+            if (
+                current is not None
+                and not current.pinned  # verified as a pin, not as the ref's commit
+                and current.sha == sha
+                and after.lower() in ("", sha)
+            ):
                 return current  # unchanged (and the commit last applied, when one is given)
             stale = self._head() != sha or (self._verifier is not None and not self._has(obj))
             if stale and self._rejected != (sha, obj):
@@ -187,15 +205,71 @@ class GitSource:
             log.info("checked out %s from %s", self._current, self._where())
             return self._current
 
+    def fetch_commit(self, sha: str) -> Revision:
+        """Make ``dir`` hold commit ``sha``, a pin, whatever the ref names now.
+
+        With a verifier the commit itself must carry a good signature by a trusted key
+        (with ``--verify tag`` too: a pin names a commit, so the commit is what must be
+        signed). It need not descend from the commit last applied: a pin goes back on
+        purpose, set by someone who may write to the cluster, which a pusher without a key
+        cannot do; the ref's own commits are still held to descent (see ``fetch``)."""
+        if not _COMMIT.fullmatch(sha):
+            raise ConfigError(f"pinned revision {sha!r} is not a full commit sha")
+        sha = sha.lower()
+        self._check_token_file()
+        with self._lock:
+            self._ensure_repo()
+            current = self._current
+            if current is not None and current.pinned and current.sha == sha:
+                return current  # the pin's commit is checked out, and was verified
+            self._fetch_pinned(sha)
+            verified = ""
+            if self._verifier is not None:
+                verifier = replace(self._verifier, mode="commit")
+                try:
+                    verified = verifier.check(self._call, self.ref, sha, sha, sha)
+                except VerificationError as e:
+                    log.error("pinned %s", e)
+                    raise
+            omitted = self._sparse(sha)
+            self._run("checkout", "--quiet", "--force", "--detach", sha)
+            self._run("clean", "-ffdx", "--quiet")
+            self._current = Revision(
+                ref=self.ref, sha=sha, dir=self._dir, verified=verified, omitted=omitted,
+                pinned=True,
+            )  # fmt: skip
+            log.info("checked out %s (pinned) from %s", self._current, self._where())
+            return self._current
+
+    def resolve(self, rev: str) -> str:
+        """The commit ``rev`` names on the remote: a full sha as it is (``fetch_commit``
+        says whether the remote has it), else a tag or a branch, read with ``ls-remote``
+        (an annotated tag peeled to its commit); :class:`ConfigError` for anything else, or
+        :class:`SourceError` when the remote has no such name."""
+        if _COMMIT.fullmatch(rev):
+            return rev.lower()
+        if re.fullmatch(r"[0-9a-fA-F]{4,39}", rev):
+            raise ConfigError(
+                f"revision {rev!r} looks like a short sha: give the full 40 hex digits"
+            )
+        if not _REF.fullmatch(rev):
+            raise ConfigError(f"revision {rev!r} is not a valid commit, tag or branch name")
+        self._check_token_file()
+        with self._lock:
+            self._ensure_repo()
+            return self._ls_remote(rev)[0]
+
     # --- git calls -----------------------------------------------------------------------
 
-    def _ls_remote(self) -> tuple[str, str, str]:
+    def _ls_remote(self, ref: str = "") -> tuple[str, str, str]:
         """(commit sha, remote ref name, the object it names: a tag object for an annotated
-        tag, else the commit); a branch wins over a tag, like ``clone --branch``."""
-        if self.ref.startswith("refs/") or self.ref == "HEAD":
-            names = [self.ref]
+        tag, else the commit) of ``ref`` (default: the source's); a branch wins over a tag,
+        like ``clone --branch``."""
+        ref = ref or self.ref
+        if ref.startswith("refs/") or ref == "HEAD":
+            names = [ref]
         else:
-            names = [f"refs/heads/{self.ref}", f"refs/tags/{self.ref}"]
+            names = [f"refs/heads/{ref}", f"refs/tags/{ref}"]
         patterns = [p for name in names for p in (name, f"{name}^{{}}")]
         out = self._run("ls-remote", "--", self.url, *patterns)
         found: dict[str, str] = {}
@@ -207,7 +281,22 @@ class GitSource:
             peeled = found.get(f"{name}^{{}}") or found.get(name)
             if peeled:
                 return peeled, name, found.get(name) or peeled
-        raise SourceError(f"ref {self.ref!r} not found in {redact_url(self.url)}")
+        raise SourceError(f"ref {ref!r} not found in {redact_url(self.url)}")
+
+    def _fetch_pinned(self, sha: str) -> None:
+        """Fetch commit ``sha`` by its hash (one commit, as ``_fetch``); a commit the
+        remote does not have is a :class:`SourceError` that says so."""
+        self.fetches += 1
+        code, _, err = self._call(
+            ["fetch", "--quiet", "--depth=1", "--no-tags", "--no-recurse-submodules",
+             "--no-auto-gc", f"--filter=blob:limit={self.max_file_bytes}", "--", self.url,
+             f"+{sha}:{_PINNED}"]
+        )  # fmt: skip
+        if code == 0:
+            return
+        if "not our ref" in err or "no such remote ref" in err or "unadvertised object" in err:
+            raise SourceError(f"commit {sha} not found in {redact_url(self.url)}")
+        raise SourceError(self._describe("fetch", err))
 
     def _fetch(self, remote_ref: str) -> tuple[str, str]:
         """(commit, the object the ref names) as fetched."""

@@ -254,7 +254,7 @@ def test_file_variables_point_into_mounted_volumes() -> None:
         assert any(path.startswith(m + "/") or path == m for m in mounts), (name, path)
 
 
-COMMANDS = ("run", "sync", "diff", "drift", "validate", "blame", "version")
+COMMANDS = ("run", "sync", "diff", "drift", "validate", "blame", "rollback", "resume", "version")
 
 
 def test_operating_docs_cover_every_flag_variable_and_metric() -> None:

@@ -61,6 +61,7 @@ def test_apps_doc_lists_drift_and_conflicts_and_leaves_the_rest_out() -> None:
         "lastError": "",
         "lastChange": "",
         "pruneSkipped": "",
+        "pinned": "",
     }
     text = json.dumps(doc)
     for hidden in ("hunter2", "TOKEN", "managedFields", "last-applied", "secret-ish"):
@@ -68,9 +69,11 @@ def test_apps_doc_lists_drift_and_conflicts_and_leaves_the_rest_out() -> None:
 
 
 def test_html_escapes_every_value() -> None:
-    doc = page.apps_doc([_myapp()], {}, {"lastError": EVIL, "pruneSkipped": "<b>"})
+    sync = {"lastError": EVIL, "pruneSkipped": "<b>", "pinned": f"instance pinned: {EVIL}"}
+    doc = page.apps_doc([_myapp()], {}, sync)
     out = page.index_html(doc)
     assert "<script>alert" not in out and "<b>" not in out
+    assert "instance pinned: &lt;script&gt;" in out
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
     # the only script element is ours, from our own origin
     assert re.findall(r"<script[^>]*>", out) == ['<script src="/ui.js">']

@@ -87,6 +87,9 @@ class DirSource:
         self.after.append(after)
         return Revision("main", f"{self.commits:040x}", self.directory)
 
+    def fetch_commit(self, sha: str) -> Revision:
+        return Revision("main", sha, self.directory, pinned=True)
+
     def remote_sha(self) -> str:
         return f"{self.commits:040x}"
 
