@@ -294,14 +294,12 @@ def plan_app(
     # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
     # to the healthy spec instead, and what Git would change is shown as held
     status = (live_app or {}).get("status")
-    hold = rollout.holding(status, git.get("spec"))
-    body = git
-    if hold is not None and (spec := rollout.held_spec(status, git.get("spec"))) is not None:
-        body = rollout.with_spec(git, spec)
+    held = rollout.hold_of(status, git.get("spec"))
+    body = git if held is None else rollout.with_spec(git, held.spec)
     app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
-    if body is not git and app.action == "unchanged":
+    if held is not None and app.action == "unchanged":
         kept = tuple(driftlib.drift_items(label, git, body))
-        why = hold.summary() if hold else ""
+        why = held.rollback.summary()
         app = dataclasses.replace(app, held=kept, reason=why, hold="rollback")
     future = after(app)
     dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))

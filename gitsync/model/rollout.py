@@ -13,7 +13,7 @@ replica, after any restart, reaches the same decision from the MyApp alone:
   not kept, and the MyApp then says it cannot be rolled back);
 - ``status.rollback``: the rollback in force (from revision, to revision, why, when)
   and the digest of the spec it holds back. While Git declares that same spec, the MyApp
-  is held to the healthy one instead (:func:`held_spec`); a commit that changes this
+  is held to the healthy one instead (:func:`hold_of`); a commit that changes this
   MyApp's spec releases it.
 """
 
@@ -141,22 +141,28 @@ def described(status: Obj | None) -> str:
     return f"{rb.summary()} to {rb.target or 'the last healthy revision'} ({rb.reason})"
 
 
+@dataclass(frozen=True)
+class Held:
+    """A rollback in force, and the healthy spec it holds the MyApp to instead of Git's."""
+
+    rollback: Rollback
+    spec: Obj
+
+
+def hold_of(status: Obj | None, git_spec: Obj | None) -> Held | None:
+    """What holds back ``git_spec`` (what Git declares for the MyApp now), or None: no
+    rollback in force, no healthy spec to hold to, or Git has changed the MyApp's spec
+    since (released)."""
+    rb, healthy = rollback_of(status), healthy_of(status)
+    if rb is None or healthy is None or rb.held != digest(git_spec):
+        return None
+    return Held(rb, healthy.spec)
+
+
 def holding(status: Obj | None, git_spec: Obj | None) -> Rollback | None:
-    """The rollback that holds back ``git_spec`` (what Git declares for the MyApp now),
-    or None: none in force, or Git has changed the MyApp's spec since (released)."""
-    rb = rollback_of(status)
-    if rb is None or rb.held != digest(git_spec) or healthy_of(status) is None:
-        return None
-    return rb
-
-
-def held_spec(status: Obj | None, git_spec: Obj | None) -> Obj | None:
-    """The spec the MyApp is held to instead of ``git_spec``, while a rollback holds it."""
-    if holding(status, git_spec) is None:
-        return None
-    healthy = healthy_of(status)
-    assert healthy is not None  # (holding checked)
-    return healthy.spec
+    """The rollback that holds back ``git_spec``, or None (see :func:`hold_of`)."""
+    held = hold_of(status, git_spec)
+    return held.rollback if held is not None else None
 
 
 def healthy_now(revision: str, git_spec: Obj) -> Healthy | None:

@@ -324,11 +324,9 @@ class Reconciler:
             # the refusal
             return Served(myapp, [], "unchanged") if myapp is not None else None
         name = key.split("/", 1)[1]
-        git = body = declared.body
-        status = (myapp or {}).get("status")
-        hold = rolloutlib.holding(status, git.get("spec"))
-        if hold is not None and (spec := rolloutlib.held_spec(status, git.get("spec"))):
-            body = rolloutlib.with_spec(git, spec)
+        git = declared.body
+        held = rolloutlib.hold_of((myapp or {}).get("status"), git.get("spec"))
+        body = git if held is None else rolloutlib.with_spec(git, held.spec)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
         mp = policy_for(body, self.settings, suspendable=False)
         res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp)
@@ -340,7 +338,7 @@ class Reconciler:
             self.myapps.observe(res.live)
         if myapp is None:
             return None
-        return Served(myapp, list(res.drift), res.action, git, hold)
+        return Served(myapp, list(res.drift), res.action, git, held.rollback if held else None)
 
     def _converge_deployment(self, key: str, myapp: Obj, absent: bool) -> Outcome:
         name = key.split("/", 1)[1]

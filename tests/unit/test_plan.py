@@ -867,6 +867,16 @@ def test_a_rollback_in_force_shows_gits_spec_as_held_and_plans_the_healthy_one()
     assert change.hold == "rollback"
 
 
+def test_a_myapp_no_rollback_holds_is_held_by_nothing() -> None:
+    app, _ = plan_app(APP, applied(APP), applied(dep()), Settings())
+    assert (app.action, app.reason, app.hold, app.held) == ("unchanged", "", "", ())
+    assert changes_of(app)[0].to_json() == {
+        "object": "MyApp/shop/web",
+        "action": "unchanged",
+        "changes": [],
+    }
+
+
 def test_a_commit_that_changes_the_held_apps_spec_is_planned_as_usual() -> None:
     live_app = rolled_back_from({"image": "nginx:broken", "replicas": 1}, APP["spec"])
     fixed = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}

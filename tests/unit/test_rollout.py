@@ -179,16 +179,16 @@ def test_git_s_spec_is_held_while_git_declares_what_was_rolled_back() -> None:
     rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
     status = healthy_status(rollback=rb.to_status())
     assert rollout.holding(status, BAD) == rb
-    assert rollout.held_spec(status, BAD) == GOOD
+    assert rollout.hold_of(status, BAD) == rollout.Held(rb, GOOD)
     # the same spec, written otherwise (key order): still held
     assert rollout.holding(status, {"replicas": 2, "image": "nginx:broken"}) == rb
     # a commit that changes this MyApp's spec releases it: a fix, or a revert
     for changed in ({**BAD, "replicas": 3}, GOOD, {}):
         assert rollout.holding(status, changed) is None
-        assert rollout.held_spec(status, changed) is None
+        assert rollout.hold_of(status, changed) is None
     # no healthy spec to hold to: nothing held (the rollback cannot be carried out)
     assert rollout.holding({"rollback": rb.to_status()}, BAD) is None
-    assert rollout.held_spec({"rollback": rb.to_status()}, BAD) is None
+    assert rollout.hold_of({"rollback": rb.to_status()}, BAD) is None
     assert rollout.holding(healthy_status(), BAD) is None
 
 
