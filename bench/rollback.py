@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import versus
-from bench.common import app_yaml, namespace, wait
+from bench.common import KUBECTL, app_yaml, namespace, sh, wait
 from bench.gitserver import GitHttpServer
 from gitsync.kube.client import Kube
 from gitsync.model import rollout
@@ -191,6 +191,8 @@ def one_tool(kube: Kube, tmp: Path, server: GitHttpServer, tool: str, s: Setting
                 )
     finally:
         running.stop()
+        # its MyApps would stay Available (or Degraded) on the shared control plane
+        sh(KUBECTL, "delete", "namespace", ns, "--wait=false", check=False)
     return out
 
 

@@ -305,16 +305,10 @@ def _drift(ns: str, name: str) -> list[dict[str, object]]:
 
 
 def _available() -> int:
-    out = sh(
-        KUBECTL,
-        "get",
-        "myapps",
-        "-A",
-        "-o",
-        'jsonpath={range .items[*]}{.status.phase}{"\\n"}{end}',
-        check=False,
-    )
-    return sum(1 for line in out.splitlines() if line == "Available")
+    """Available MyApps in the demo's namespaces (a shared control plane may hold others)."""
+    phases = 'jsonpath={range .items[*]}{.status.phase}{"\\n"}{end}'
+    outs = [sh(KUBECTL, "-n", ns, "get", "myapps", "-o", phases, check=False) for ns in NAMESPACES]
+    return sum(1 for out in outs for line in out.splitlines() if line == "Available")
 
 
 def main() -> int:

@@ -8,17 +8,19 @@ the API server holds."""
 from __future__ import annotations
 
 import signal
-import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitsync.daemon.notification import Notification, from_event
+from gitsync.gitops.sync import Syncer
 from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model import rollout
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
+from tests.integration.test_drift import kubectl
 from tests.integration.test_ha import Replica
 from tests.integration.test_status import condition, events
 from tests.integration.test_sync import syncer
@@ -55,6 +57,34 @@ def rolled_back(kube: Kube, ns: str, name: str, image: str) -> Doc | None:
     return found if done and image_of(kube, "Deployment", ns, name) == image else None
 
 
+@dataclass
+class Broken:
+    """A MyApp ``web`` rolled back on the real control plane: the syncer, the healthy and
+    the broken commits, and the MyApp as the rollback left it."""
+
+    syncer: Syncer
+    good: str
+    bad: str
+    myapp: Doc
+
+
+def break_and_roll_back(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> Broken:
+    """web:1 kept as healthy, then a commit gives it web:broken, and it is rolled back."""
+    good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="web:1 kept")
+    bad = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
+    assert s.run().ok
+    # the deadline passes, the deployment controller says so, gitsync rolls back
+    found = wait_until(
+        lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=90, what="rollback"
+    )
+    return Broken(s, good, bad, found)
+
+
 def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     kube: Kube,
     kubeconfig: str,
@@ -69,17 +99,8 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
             from_event(obj, reason, message, "now", details)
         )
     )
-    good = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
-    s = syncer(controller, upstream.file_url, cache_dir, namespace)
-    assert s.run().ok
-    wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="web:1 kept")
-
-    bad = upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
-    assert s.run().ok
-    # the deadline passes, the deployment controller says so, gitsync rolls back
-    found = wait_until(
-        lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=90, what="rollback"
-    )
+    broken = break_and_roll_back(kube, namespace, controller, upstream, cache_dir)
+    s, good, bad, found = broken.syncer, broken.good, broken.bad, broken.myapp
     rb = found["status"]["rollback"]
     assert (rb["from"], rb["to"]) == (f"main@sha1:{bad}", f"main@sha1:{good}")
     assert "timed out progressing" in rb["reason"], rb
@@ -309,34 +330,16 @@ def test_removing_the_rollback_record_by_hand_tries_gits_spec_again(
 ) -> None:
     """As docs/operating.md says: the record removed from status, the next reconcile
     applies Git's spec, and a rollout that fails again is rolled back again."""
-    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1", rollback="auto")})
-    s = syncer(controller, upstream.file_url, cache_dir, namespace)
-    assert s.run().ok
-    wait_until(lambda: healthy(kube, namespace, "web", "web:1"), timeout=60, what="kept")
-    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
-    assert s.run().ok
-    first = wait_until(
-        lambda: rolled_back(kube, namespace, "web", "web:1"), timeout=90, what="rollback"
-    )["status"]["rollback"]
+    broken = break_and_roll_back(kube, namespace, controller, upstream, cache_dir)
+    first = broken.myapp["status"]["rollback"]
     wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
 
-    subprocess.run(
-        [
-            kubectl_bin,
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            namespace,
-            "patch",
-            "myapp",
-            "web",
-            "--subresource=status",
-            "--type=json",
-            "-p",
-            '[{"op":"remove","path":"/status/rollback"}]',
-        ],
-        check=True,
-        capture_output=True,
+    remove = '[{"op":"remove","path":"/status/rollback"}]'
+    kubectl(
+        kubectl_bin,
+        kubeconfig,
+        *("-n", namespace, "patch", "myapp", "web", "--subresource=status"),
+        *("--type=json", "-p", remove),
     )
     wait_until(
         lambda: image_of(kube, "Deployment", namespace, "web") == "web:broken",
