@@ -148,16 +148,16 @@ def compute(
     )
     conditions = [ready, drifted]
     held = _rollback(status, conditions, live, rollout, gen)
-    if sync is not None and held is not None:
-        # the cluster runs an older spec than this revision's, on purpose
-        message = f"{held.summary()}: this revision's spec is held back until Git changes it"
+    if sync is not None:
         status["source"] = _source(live, sync)
-        conditions.append(condition("Synced", False, "RolledBack", message, gen, prev))
-    elif sync is not None:
-        status["source"] = _source(live, sync)
-        reason = "Applied" if sync.ok else "SyncFailed"
-        msg = sync.message or f"applied revision {sync.revision}"
-        conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))
+        if held is not None:
+            # the cluster runs an older spec than this revision's, on purpose
+            message = f"{held.summary()}: this revision's spec is held back until Git changes it"
+            conditions.append(condition("Synced", False, "RolledBack", message, gen, prev))
+        else:
+            reason = "Applied" if sync.ok else "SyncFailed"
+            msg = sync.message or f"applied revision {sync.revision}"
+            conditions.append(condition("Synced", sync.ok, reason, msg, gen, prev))
     else:
         if live.get("source"):
             status["source"] = live["source"]
