@@ -91,7 +91,8 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_manifests.py", "test_quantity.py")),
     ),
     "gitsync/model/myapp_status.py": (
-        *(f"{_U}{t}" for t in ("test_status.py", "test_reconcile.py", "test_controller.py")),
+        *(f"{_U}{t}" for t in ("test_status.py", "test_status_rollout.py", "test_reconcile.py")),
+        f"{_U}test_controller.py",
     ),
     "gitsync/model/quantity.py": (
         f"{_U}test_quantity.py",
