@@ -43,6 +43,7 @@ from gitsync.model.api import (
 )
 from gitsync.model.instance import refusal_of
 from gitsync.reconcile.controller import foreign_deployment
+from gitsync.source.manifests import ordering
 
 
 def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
@@ -114,7 +115,13 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     if note := common.instance_note(flags, identity):
         click.echo(note, err=True)
     label = identity.label
-    desired = {key: myapp_body(app, label) for key, app in selection.apps.items()}
+    # as in a sync: a MyApp whose dependsOn cannot be ordered is an error, not applied
+    unordered = ordering(selection.apps.values(), lambda key: key in myapps)
+    for err in unordered.values():
+        click.echo(f"error: {err}", err=True)
+    desired = {
+        key: myapp_body(app, label) for key, app in selection.apps.items() if key not in unordered
+    }
     # as in a sync: another instance's MyApp, or one made by hand and not handed over,
     # is refused, never applied over
     refused = {
@@ -145,7 +152,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     guard = PruneGuard(flags.prune, flags.allow_empty, flags.prune_max_fraction)
     pruning = plan_prune(
         # a pinned MyApp its commit cannot give is held, not pruned, as in a sync
-        set(desired) | set(selection.missing),
+        set(desired) | set(selection.missing) | set(unordered),
         tracked_by(myapps.values(), label),
         guard,
         manifests_ok=loaded.ok,
@@ -192,7 +199,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         )
     # a broken manifest, a refused MyApp or an object that cannot be planned is an
     # error even when the rest is unchanged: CI must not pass it
-    failed = loaded.errors or refused or changes.failed or selection.missing
+    failed = loaded.errors or refused or changes.failed or selection.missing or unordered
     sys.exit(2 if failed else (1 if changes.writes else 0))
 
 

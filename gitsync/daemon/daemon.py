@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Final
@@ -32,6 +33,7 @@ from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
 from gitsync.kube.leader import LeaderElector
 from gitsync.model.api import Obj
+from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
 from gitsync.reconcile.controller import Controller
 
@@ -68,9 +70,19 @@ class DaemonOptions:
 
 
 #: what holds a MyApp's changes from Git back (the gitsync_held series)
-HOLDS: Final = ("suspend", "rollback")
+HOLDS: Final = ("suspend", "rollback", "dependency", "window")
+#: what a MyApp's change waits for (the gitsync_waiting series, read at each scrape)
+WAITS: Final = ("dependency", "window")
 #: the Events of a failed rollout, and what gitsync did about it
 ROLLOUT_RESULTS: Final = {ROLLED_BACK: "rolled_back", ROLLOUT_FAILED: "left"}
+
+
+def waiting(waits: Mapping[str, Wait]) -> dict[str, float]:
+    """How many MyApps' changes wait, by what for (each reason, 0 included)."""
+    counts = dict.fromkeys(WAITS, 0.0)
+    for w in waits.values():
+        counts[w.hold] += 1
+    return counts
 
 
 class Daemon:
@@ -90,6 +102,7 @@ class Daemon:
         self.metrics.read_from(
             "gitsync_events_dropped_total", lambda: {"": controller.events.dropped}
         )
+        self.metrics.read_from("gitsync_waiting", lambda: waiting(controller.ledger.waits()))
         controller.events.listeners.append(self._count_rollouts)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()

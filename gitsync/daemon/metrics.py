@@ -64,6 +64,11 @@ class Metrics:
         ``label``. No sample until then."""
         self._snapshot(_Snapshot(name, "counter", help_, label))
 
+    def gauged_elsewhere(self, name: str, help_: str, label: str) -> None:
+        """A gauge read at each scrape from the source :meth:`read_from` names, one
+        series per key, the key as ``label``."""
+        self._snapshot(_Snapshot(name, "gauge", help_, label))
+
     def _snapshot(self, snapshot: _Snapshot) -> None:
         self._elsewhere[snapshot.name] = snapshot
         self.registry.register(snapshot)
@@ -145,6 +150,11 @@ def standard() -> Metrics:
         "gauge",
         "MyApps whose changes from Git the last sync pass held back, by what holds them.",
         ("reason",),
+    )
+    m.gauged_elsewhere(
+        "gitsync_waiting",
+        "MyApps whose change from Git waits now, by what for (dependency, window).",
+        "reason",
     )
     m.describe(
         "gitsync_rollouts_failed_total",

@@ -19,7 +19,7 @@ why nothing is pruned. Only the writes make ``gitsync diff`` exit 1.
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -28,9 +28,21 @@ from gitsync.engine import drift as driftlib
 from gitsync.engine import prune as prunelib
 from gitsync.engine.managedfields import human_path
 from gitsync.engine.namespace_plan import NamespacePlan
-from gitsync.engine.planner import Hold, Settings, Step, plan_app, put, value_at, without
+from gitsync.engine.planner import (
+    Hold,
+    Settings,
+    Step,
+    pending,
+    plan_app,
+    put,
+    serving,
+    value_at,
+    without,
+)
 from gitsync.errors import VerificationError
+from gitsync.model import order as orderlib
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
+from gitsync.model.order import Wait
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
 #: what writes to the API server: diff exits 1 on these alone
@@ -194,12 +206,21 @@ def plan(
     prune: ChangeSet | None = None,
     settings: Settings = DEFAULT_SETTINGS,
     namespaces: NamespacePlan = NO_NAMESPACES,
+    window: Callable[[Obj], Wait | None] = lambda _body: None,
 ) -> ChangeSet:
     """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
     ``myapps``/``deployments``: live, by key; ``prune``: the prune plan
     (:func:`plan_prune`); ``namespaces``: what the pass does about namespaces that do
-    not exist."""
+    not exist; ``window``: the sync window that holds a MyApp's change back now.
+    A change that waits (for a window, or a dependency not Available at its own
+    desired spec) is held, as the pass holds it."""
     out = ChangeSet(prune_skipped=prune.prune_skipped if prune is not None else None)
+    waits = orderlib.plan_waits(
+        desired,
+        myapps,
+        lambda key: pending(serving(desired[key], myapps.get(key)), myapps.get(key)),
+        lambda key: window(desired[key]),
+    )
     for body in namespaces.bodies():
         out.changes.append(Change(f"Namespace/{body['metadata']['name']}", "created", desired=body))
     for key in sorted(desired):
@@ -209,7 +230,9 @@ def plan(
             out.changes.append(Change(subject(KIND, ns, name), "failed", reason=why))
             continue
         try:
-            steps = plan_app(desired[key], myapps.get(key), deployments.get(key), settings)
+            steps = plan_app(
+                desired[key], myapps.get(key), deployments.get(key), settings, waits.get(key)
+            )
         except ValueError as e:  # not renderable: the sync fails on it the same way
             ns, name = key.split("/", 1)
             out.changes.append(Change(subject(KIND, ns, name), "failed", reason=str(e)))

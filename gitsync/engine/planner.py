@@ -40,12 +40,13 @@ from gitsync.model.api import (
     Obj,
     subject,
 )
+from gitsync.model.order import Wait
 from gitsync.model.render import render
 from gitsync.model.rollout import RollbackPolicy
 
 Decision = Literal["created", "configured", "unchanged"]
 #: what holds Git's changes back from an object, when something does
-Hold = Literal["", "suspend", "rollback"]
+Hold = Literal["", "suspend", "rollback", "dependency", "window"]
 #: the uid a MyApp not created yet will have: enough to render its Deployment for a preview
 UID_TO_BE_ASSIGNED: Final = "<to be assigned>"
 
@@ -215,6 +216,17 @@ def _with_stamp(desired: Obj, digest: str) -> Obj:
     return {**desired, "metadata": {**meta, "annotations": annotations}}
 
 
+def pending(desired: Obj, live: Obj | None) -> bool:
+    """Whether ``desired`` is a change not applied yet to ``live``: live is absent, or
+    carries the stamp of another desired state. Equal stamps with values apart are
+    drift, which no wait holds back."""
+    if live is None:
+        return True
+    meta = desired.get("metadata") or {}
+    who = subject(str(desired.get("kind")), meta.get("namespace", ""), meta.get("name", ""))
+    return _stamp(live) != stamp_of(who, desired)
+
+
 def _stamp(obj: Obj) -> str | None:
     return (obj.get("metadata", {}).get("annotations") or {}).get(APPLIED_ANNOTATION)
 
@@ -281,29 +293,59 @@ def _matches(item: object, element: str) -> bool:
 
 
 def plan_app(
-    git: Obj, live_app: Obj | None, live_dep: Obj | None, s: Settings
+    git: Obj,
+    live_app: Obj | None,
+    live_dep: Obj | None,
+    s: Settings,
+    wait: Wait | None = None,
 ) -> tuple[Step, Step]:
     """The steps of one Git MyApp and of the Deployment the operator renders from it.
 
     The MyApp is held to Git under the policy Git gives it (an edit of the live
     driftPolicy is itself drift, not a way around it). The Deployment is rendered
     from the MyApp as it will be after its step, under that MyApp's policy: the
-    same order and inputs as a sync pass."""
+    same order and inputs as a sync pass. ``wait``: what a change of the MyApp waits
+    for (a dependency, a window), if anything: then nothing of a change (Git's, or
+    the healthy spec a rollback holds to) is applied, and the live MyApp serves; drift
+    is corrected all the same."""
     name = git["metadata"]["name"]
     label = f"{KIND}/{name}"
     # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
     # to the healthy spec instead, and what Git would change is shown as held
-    status = (live_app or {}).get("status")
-    held = rollout.hold_of(status, git.get("spec"))
-    body = git if held is None else rollout.with_spec(git, held.spec)
-    app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
+    body = serving(git, live_app)
+    held = rollout.hold_of((live_app or {}).get("status"), git.get("spec"))
+    if wait is not None and pending(body, live_app):
+        app = _waiting(label, git, live_app, wait)
+    else:
+        app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
     if held is not None and app.action == "unchanged":
         kept = tuple(driftlib.drift_items(label, git, body))
         why = held.rollback.summary()
         app = dataclasses.replace(app, held=kept, reason=why, hold="rollback")
+    if app.hold in ("dependency", "window") and live_app is None:
+        # not created: neither is its Deployment
+        return app, dataclasses.replace(app, subject=f"Deployment/{app.subject.split('/', 1)[1]}")
     future = after(app)
     dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
     return app, dep
+
+
+def _waiting(label: str, git: Obj, live: Obj | None, waits: Wait) -> Step:
+    """The step of a MyApp whose change from Git waits: nothing written, what Git would
+    change shown as held."""
+    meta = git.get("metadata") or {}
+    who = subject(KIND, meta.get("namespace", ""), meta.get("name", ""))
+    if live is None:
+        return Step(who, "unchanged", None, git, reason=waits.message, hold=waits.hold)
+    kept = tuple(driftlib.drift_items(label, git, live))
+    return Step(who, "unchanged", live, git, held=kept, reason=waits.message, hold=waits.hold)
+
+
+def serving(git: Obj, live: Obj | None) -> Obj:
+    """The MyApp body a reconcile holds ``live`` to: Git's, or Git's with the healthy
+    spec while a rollback holds Git's spec back (:func:`gitsync.model.rollout.hold_of`)."""
+    held = rollout.hold_of((live or {}).get("status"), git.get("spec"))
+    return git if held is None else rollout.with_spec(git, held.spec)
 
 
 def after(step: Step) -> Obj:

@@ -39,6 +39,7 @@ from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Client, Recorder, Writer
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
+from gitsync.model import order as orderlib
 from gitsync.model import pin as pinlib
 from gitsync.model.api import (
     KIND,
@@ -283,19 +284,29 @@ class Syncer:
         # before applying: what the prune may delete is what was tracked when the pass
         # began (the guard adds what the pass applies, see plan_prune)
         tracked = self.tracked()
+        # a MyApp whose dependsOn cannot be ordered is an error, neither applied nor
+        # pruned nor let go; the rest applies
+        unordered = manifests.ordering(desired.values(), self._live)
+        for err in unordered.values():
+            result.errors.append(str(err))
+            log.error("invalid manifest: %s", err)
+        held |= set(unordered)
         missing = self._namespaces(desired, result)
         for key, message in sorted(missing.items()):
             ns, name = key.split("/", 1)
             result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
-        todo = [app for key, app in desired.items() if key not in missing]
+        todo = [app for key, app in desired.items() if key not in missing | unordered.keys()]
         # a proof of absence holds for this pass only: handed to each reconcile
         absent = self._absent_deployments(app.key for app in todo)
         # the operator holds MyApps to Git only where this pass may apply them
         claim = Claim(self.identity, self.options.adopt)
+        declared = {
+            app.key: self._declared_of(app, infos.get(app.key, info), claim) for app in todo
+        }
+        self._declare_dependencies(declared)
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
             done = pool.map(
-                lambda app: self._apply(app, infos.get(app.key, info), claim, app.key in absent),
-                todo,
+                lambda app: self._apply(app, declared[app.key], app.key in absent), todo
             )
             result.changes.extend(o for o in done if o is not None)
         if self._interrupted.is_set():
@@ -409,9 +420,33 @@ class Syncer:
         result.changes.extend(Change(f"Namespace/{ns}", "created") for ns in created)
         return missing
 
-    def _apply(
-        self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim, absent: bool
-    ) -> Change | None:
+    def _live(self, key: str) -> bool:
+        return self.controller.myapps.get(key) is not None
+
+    def _declared_of(self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim) -> Declared:
+        return Declared(
+            myapp_body(app, self.source_label), SyncInfo(info.revision, app.file, info.time), claim
+        )
+
+    def _declare_dependencies(self, declared: dict[str, Declared]) -> None:
+        """Hand the operator, before any MyApp is applied, what Git declares now for each
+        MyApp another one depends on (not refused: another instance's is not held to
+        this Git): a dependent applied in parallel with its dependency must see the
+        dependency's change as not applied yet, not the dependency as it was."""
+        needed = {dep for d in declared.values() for dep in orderlib.dependencies(d.body)}
+        ahead = {
+            key: d
+            for key, d in declared.items()
+            if key in needed
+            and instancelib.refusal_of(
+                self.identity, key, self.controller.myapps.get(key), self.options.adopt
+            )
+            is None
+        }
+        if ahead:
+            self.controller.ledger.declare(ahead)
+
+    def _apply(self, app: manifests.DesiredApp, declared: Declared, absent: bool) -> Change | None:
         if self.cancel.is_set() or not self.controller.is_leader():
             # shutting down, or no longer leader: finish the objects in flight, start
             # no more (the pass then counts as interrupted and prunes nothing)
@@ -423,11 +458,6 @@ class Syncer:
         refused = self._refuse(key, who)
         if refused is not None:
             return refused
-        declared = Declared(
-            myapp_body(app, self.source_label),
-            SyncInfo(info.revision, app.file, info.time),
-            claim,
-        )
         done = self.throttle.call(
             lambda: self.controller.reconcile(key, declared, deployment_absent=absent),
             refused=lambda r: r.requeue_after if r.throttled else None,
@@ -439,7 +469,7 @@ class Syncer:
             # its first status is held back: a worker writes it (see FIRST_STATUS_WAIT)
             self.controller.requeue(key, done.requeue_after)
         assert done.action != "failed"  # (a failure carries its error)
-        return Change(who, done.action, reason=done.held, hold="rollback" if done.held else "")
+        return Change(who, done.action, reason=done.held, hold=done.hold)
 
     def _refuse(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by

@@ -71,6 +71,18 @@ OPENAPI_V3_SCHEMA: Final[dict[str, Any]] = {
                     "maximum": 2147483647,
                 },
                 "rollback": {"type": "string", "enum": ["auto", "off"]},
+                "dependsOn": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "atomic",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "namespace": {"type": "string", "minLength": 1},
+                        },
+                    },
+                },
             },
         },
         "status": {

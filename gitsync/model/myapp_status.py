@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model import stored
 from gitsync.model.api import Obj
@@ -111,9 +112,11 @@ def compute(
     sync: SyncInfo | None = None,
     error: str = "",
     rollout: rolloutlib.State | None = None,
+    wait: orderlib.Wait | None = None,
 ) -> Obj:
     """The full status of ``myapp``. ``rollout`` None: what status says of rollbacks is
-    carried over (a reconcile that did not judge the rollout)."""
+    carried over (a reconcile that did not judge the rollout). ``wait``: what Git's
+    change to it waits for (the Waiting condition, and Synced says so)."""
     live: Obj = myapp.get("status") or {}
     prev: list[Obj] = live.get("conditions") or []
     gen = int(myapp["metadata"].get("generation", 0))
@@ -148,9 +151,15 @@ def compute(
     )
     conditions = [ready, drifted]
     held = _rollback(status, conditions, live, rollout, gen)
+    if (waiting := _waiting(wait, gen, prev)) is not None:
+        conditions.append(waiting)
     if sync is not None:
         status["source"] = _source(live, sync)
-        if held is not None:
+        if wait is not None:
+            # Git's change is not applied yet, and not for want of trying
+            message = f"this revision's change is not applied yet: {wait.message}"
+            conditions.append(condition("Synced", False, wait.reason, message, gen, prev))
+        elif held is not None:
             # the cluster runs an older spec than this revision's, on purpose
             message = f"{held.summary()}: this revision's spec is held back until Git changes it"
             conditions.append(condition("Synced", False, "RolledBack", message, gen, prev))
@@ -166,6 +175,20 @@ def compute(
             conditions.append(synced)
     status["conditions"] = conditions
     return status
+
+
+def _waiting(wait: orderlib.Wait | None, gen: int, prev: list[Obj]) -> Obj | None:
+    """The Waiting condition: True while Git's change waits, False once it no longer
+    does (kept from then on, so ``kubectl wait --for=condition=Waiting=false`` works),
+    absent on a MyApp that never waited."""
+    if wait is not None:
+        return condition(orderlib.WAITING, True, wait.reason, wait.message, gen, prev)
+    before = next((c for c in prev if c.get("type") == orderlib.WAITING), None)
+    if before is None:
+        return None
+    if before.get("status") == "False":
+        return {**before, "observedGeneration": gen}
+    return condition(orderlib.WAITING, False, "Released", "no longer waiting", gen, prev)
 
 
 def _source(live: Obj, sync: SyncInfo) -> Obj:

@@ -99,7 +99,7 @@ class Controller:
             self.ledger,
         )
         self._threads: list[threading.Thread] = []
-        self.myapps.add_handler(lambda _t, obj: self.queue.add(key_of(obj), urgent=changed(obj)))
+        self.myapps.add_handler(self._on_myapp)
         self.deployments.add_handler(self._on_deployment)
 
     @property
@@ -159,6 +159,14 @@ class Controller:
             self.queue.add(key_of(obj))
 
     # --- queue ---------------------------------------------------------------
+
+    def _on_myapp(self, _type: str, obj: Obj) -> None:
+        key = key_of(obj)
+        self.queue.add(key, urgent=changed(obj))
+        # the MyApps whose change waits on this one are looked at again at once: its
+        # status saying Available is what they wait for (not the next poll)
+        for waiter in self.ledger.waiters(key):
+            self.queue.add(waiter, urgent=True)
 
     def _on_deployment(self, type_: str, obj: Obj) -> None:
         # a Deployment edited (scaled, its template changed) or deleted goes first; its

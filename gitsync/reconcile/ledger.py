@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from gitsync.model import instance as instancelib
 from gitsync.model.api import Obj
 from gitsync.model.myapp_status import SyncInfo
+from gitsync.model.order import Wait
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class Record:
     last_error: str | None = None
     #: when a first status was held back for the deployment controller's first word
     awaiting_since: float | None = None
+    #: what Git's change to it waits for (a dependency, a window), set by
+    #: :meth:`Ledger.set_wait` alone (which keeps the index of who waits on whom)
+    wait: Wait | None = None
 
 
 class Ledger:
@@ -68,6 +72,11 @@ class Ledger:
 
     def __init__(self) -> None:
         self._records: dict[str, Record] = {}
+        #: by dependency: the MyApps whose change waits while it is not ready, so that
+        #: its watch event wakes them (no scan of every record per event)
+        self._waiters: dict[str, set[str]] = {}
+        #: what each waiting MyApp is indexed under in ``_waiters``
+        self._waits_on: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
     def record(self, key: str) -> Record:
@@ -98,12 +107,14 @@ class Ledger:
         with self._lock:
             for key in keys:
                 if (rec := self._records.get(key)) is not None:
-                    rec.declared = None
+                    rec.declared = rec.wait = None
+                    self._unindex(key)
 
     def forget(self, key: str) -> None:
         """``key`` was pruned: nothing of it is kept."""
         with self._lock:
             self._records.pop(key, None)
+            self._unindex(key)
 
     def forget_reconcile(self, key: str) -> None:
         """``key``'s MyApp is gone from the cluster (deleted, or being deleted): what the
@@ -116,6 +127,47 @@ class Ledger:
             rec.announced = rec.last_error = rec.awaiting_since = None
             if rec.declared is None and rec.sync is None:
                 del self._records[key]
+
+    def declare(self, declared: dict[str, Declared]) -> None:
+        """A pass's MyApps as Git declares them, handed in before any is reconciled: a
+        MyApp's dependency is judged against what Git declares for it *now*, even when
+        the pass has not reached the dependency yet (db and app changed by one commit:
+        app must see db's change as not applied, not db as it was)."""
+        with self._lock:
+            for key, d in declared.items():
+                found = self._records.get(key)
+                if found is None:
+                    found = self._records[key] = Record()
+                found.declared = d
+
+    def set_wait(self, key: str, wait: Wait | None, on: tuple[str, ...] = ()) -> None:
+        """What ``key``'s change waits for now, and the MyApps whose change of state may
+        end the wait (its dependencies)."""
+        with self._lock:
+            if (rec := self._records.get(key)) is not None:
+                rec.wait = wait
+            self._unindex(key)
+            if wait is not None and on:
+                self._waits_on[key] = on
+                for dep in on:
+                    self._waiters.setdefault(dep, set()).add(key)
+
+    def _unindex(self, key: str) -> None:
+        for dep in self._waits_on.pop(key, ()):
+            if (waiters := self._waiters.get(dep)) is not None:
+                waiters.discard(key)
+                if not waiters:
+                    del self._waiters[dep]
+
+    def waiters(self, key: str) -> list[str]:
+        """The MyApps whose change waits on ``key``, to be looked at again when it changes."""
+        with self._lock:
+            return sorted(self._waiters.get(key, ()))
+
+    def waits(self) -> dict[str, Wait]:
+        """Every MyApp whose change waits, with what for (the page, the metric)."""
+        with self._lock:
+            return {k: r.wait for k, r in self._records.items() if r.wait is not None}
 
     def awaiting_status(self) -> bool:
         """Some new MyApp's first status is held back."""

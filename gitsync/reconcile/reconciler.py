@@ -25,11 +25,12 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Settings, policy_for
+from gitsync.engine.planner import Settings, pending, policy_for, serving
 from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
 from gitsync.model import myapp_status as statuslib
+from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.model.render import render
@@ -79,6 +80,9 @@ class Reconciler:
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks = KeyLocks()
         self.clock: Callable[[], float] = time.monotonic
+        #: the sync window that holds a MyApp's change back now, if any (the daemon's
+        #: windows; none by default)
+        self.window: Callable[[Obj], orderlib.Wait | None] = lambda _body: None
         #: reconciles so far; workers and the sync pass count from their own threads,
         #: and ``+=`` is a read and a write another thread can come between
         self.reconciles = 0
@@ -105,19 +109,31 @@ class Reconciler:
             if declared is not None:
                 rec.declared = declared
             live = self.myapps.get(key)
-            if declared is None and (live is None or live["metadata"].get("deletionTimestamp")):
+            # a MyApp Git declares that was not created while its change waited is
+            # created when the wait ends (the event of what it waited for brings it here)
+            waited = live is None and rec.declared is not None and rec.wait is not None
+            if (
+                declared is None
+                and not waited
+                and (live is None or live["metadata"].get("deletionTimestamp"))
+            ):
                 self.ledger.forget_reconcile(key)
                 return Result()  # the garbage collector takes the Deployment
             action: MyAppAction = "failed"
             try:
                 served = self._converge_myapp(key, live, rec)
                 if served is None:
-                    return Result()  # (not declared: gone or foreign, nothing to serve)
+                    # not declared (gone or foreign, nothing to serve), or not created
+                    # while its change waits
+                    wait = rec.wait
+                    return Result(held=wait.message, hold=wait.hold) if wait else Result()
                 action = served.action
-                if declared is not None:
-                    # the revision a MyApp reports is the one that last changed it
-                    changed = action != "unchanged"
-                    rec.sync = statuslib.source_for(changed, served.myapp, declared.sync)
+                changed = action != "unchanged"
+                # the revision a MyApp reports is the one that last changed it: the
+                # pass's, or the one a change that waited came from
+                source = declared or (rec.declared if changed else None)
+                if source is not None:
+                    rec.sync = statuslib.source_for(changed, served.myapp, source.sync)
                 return self._deployment_and_status(
                     key,
                     rec,
@@ -161,13 +177,14 @@ class Reconciler:
         revision did not apply); a permanent one is recorded, then returned as such.
         Raises what the status write raises."""
         myapp, items, action = served.myapp, served.items, served.action
-        held = served.hold.summary() if served.hold is not None else ""
+        held, hold = served.held()
         state: rolloutlib.State | None = None
         try:
             outcome: Outcome | None = self._converge_deployment(key, myapp, deployment_absent)
             error, permanent = "", False
             rec.last_error = None
-            if outcome is not None and served.git is not None:
+            # a MyApp whose change waits runs a spec that is not Git's: no verdict on Git's
+            if outcome is not None and served.git is not None and served.wait is None:
                 myapp, outcome, state = self._judge_rollout(key, rec, served, outcome)
         except APITooManyRequestsError:
             raise
@@ -179,13 +196,13 @@ class Reconciler:
                 s = rec.sync or statuslib.SyncInfo("", "", "")
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
             elif not permanent:
-                return Result(error=error, action=action, held=held)
+                return Result(error=error, action=action, held=held, hold=hold)
         if outcome is not None and (wait := self._first_status_wait(rec, myapp, outcome)):
-            return Result(requeue_after=wait, action=action, outcome=outcome, held=held)
+            return Result(requeue_after=wait, action=action, outcome=outcome, held=held, hold=hold)
         self._status(key, rec, myapp, items, outcome, error, state)
         if error:
-            return Result(permanent=permanent, error=error, action=action, held=held)
-        return Result(action=action, outcome=outcome, held=held)
+            return Result(permanent=permanent, error=error, action=action, held=held, hold=hold)
+        return Result(action=action, outcome=outcome, held=held, hold=hold)
 
     def _judge_rollout(
         self, key: str, rec: Record, served: Served, outcome: Outcome
@@ -322,11 +339,20 @@ class Reconciler:
             # another instance's MyApp, or one made by hand (re-created since our
             # pass): our Git held against it would take it over; the sync pass reports
             # the refusal
+            self._set_wait(key, rec, myapp, None)
             return Served(myapp, [], "unchanged") if myapp is not None else None
         name = key.split("/", 1)[1]
         git = declared.body
         held = rolloutlib.hold_of((myapp or {}).get("status"), git.get("spec"))
-        body = git if held is None else rolloutlib.with_spec(git, held.spec)
+        body = serving(git, myapp)
+        wait = self._wait(body) if pending(body, myapp) else None
+        self._set_wait(key, rec, myapp, wait, orderlib.dependencies(body) if wait else ())
+        if wait is not None:
+            # nothing of Git's change is applied; the live MyApp serves as it is, and
+            # its Deployment is still held to it
+            if myapp is None:
+                return None
+            return Served(myapp, [], "unchanged", git, held.rollback if held else None, wait)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
         mp = policy_for(body, self.settings, suspendable=False)
         res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp)
@@ -339,6 +365,48 @@ class Reconciler:
         if myapp is None:
             return None
         return Served(myapp, list(res.drift), res.action, git, held.rollback if held else None)
+
+    def _wait(self, body: Obj) -> orderlib.Wait | None:
+        """What Git's change ``body`` waits for: a sync window, then the first of its
+        dependencies that is not Available at its own current desired spec."""
+        if (closed := self.window(body)) is not None:
+            return closed
+        for dep in orderlib.dependencies(body):
+            if why := self._not_ready(dep):
+                return orderlib.waiting_for(dep, why)
+        return None
+
+    def _not_ready(self, dep: str) -> str:
+        live = self.myapps.get(dep)
+        found = self.ledger.get(dep)
+        own = found.wait.message if found is not None and found.wait is not None else ""
+        declared = found.declared if found is not None else None
+        if declared is None:
+            return orderlib.not_ready(live, None, False, own)
+        git = declared.body
+        moving = pending(serving(git, live), live)
+        return orderlib.not_ready(live, git.get("spec") or {}, moving, own)
+
+    def _set_wait(
+        self,
+        key: str,
+        rec: Record,
+        myapp: Obj | None,
+        wait: orderlib.Wait | None,
+        on: tuple[str, ...] = (),
+    ) -> None:
+        """Record what ``key``'s change waits for; a new reason is an Event (once, not on
+        every reconcile), the end of a wait is logged."""
+        before = rec.wait
+        self.ledger.set_wait(key, wait, on)
+        if wait == before:
+            return
+        if wait is not None:
+            log.info("change held: %s", wait.message, extra={"key": key})
+            if myapp is not None:
+                self.events.emit(myapp, "Normal", wait.reason, wait.message)
+        elif before is not None:
+            log.info("no longer held: applying", extra={"key": key})
 
     def _converge_deployment(self, key: str, myapp: Obj, absent: bool) -> Outcome:
         name = key.split("/", 1)[1]
@@ -387,7 +455,13 @@ class Reconciler:
         meta = myapp["metadata"]
         rec.awaiting_since = None
         new = statuslib.compute(
-            myapp, deployment, drift=entries, sync=rec.sync, error=error, rollout=rollout
+            myapp,
+            deployment,
+            drift=entries,
+            sync=rec.sync,
+            error=error,
+            rollout=rollout,
+            wait=rec.wait,
         )
         if announce:
             self._announce_drift(myapp, rec, entries)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Decision
+from gitsync.engine.planner import Decision, Hold
+from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.reconcile.converge import Outcome
@@ -33,8 +34,11 @@ class Result:
     error: str = ""
     action: MyAppAction = "unchanged"
     outcome: Outcome | None = None
-    #: why Git's spec for the MyApp is not what runs (a rollback holds it back), or ""
+    #: why Git's spec for the MyApp is not what runs (a rollback holds it back, or its
+    #: change waits for a dependency or a window), or ""
     held: str = ""
+    #: what holds it ("" when nothing does)
+    hold: Hold = ""
 
     @property
     def retry(self) -> bool:
@@ -62,11 +66,20 @@ def foreign_deployment(key: str, deployment: Obj, myapp: Obj | None) -> str | No
 @dataclass(frozen=True)
 class Served:
     """The MyApp a reconcile serves, after its step against Git: the live object, the
-    drift that step left, what it did, the body Git declares (None: not held to Git)
-    and the rollback that holds Git's spec back."""
+    drift that step left, what it did, the body Git declares (None: not held to Git),
+    the rollback that holds Git's spec back and what Git's change waits for."""
 
     myapp: Obj
     items: list[driftlib.DriftItem]
     action: MyAppAction
     git: Obj | None = None
     hold: rolloutlib.Rollback | None = None
+    wait: orderlib.Wait | None = None
+
+    def held(self) -> tuple[str, Hold]:
+        """Why Git's spec is not what runs, and what holds it (("", "") when nothing)."""
+        if self.wait is not None:
+            return self.wait.message, self.wait.hold
+        if self.hold is not None:
+            return self.hold.summary(), "rollback"
+        return "", ""

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from gitsync.engine.fieldpaths import Lines, lines_of
+from gitsync.engine.fieldpaths import Lines, line_in, lines_of
 from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote, quote
+from gitsync.model import order as orderlib
 from gitsync.model import stored
 from gitsync.model.api import Obj
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
@@ -95,6 +96,22 @@ class LoadResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+def ordering(apps: Iterable[DesiredApp], exists: Callable[[str], bool]) -> dict[str, ManifestError]:
+    """The MyApps whose ``spec.dependsOn`` cannot be ordered (:func:`gitsync.model.order.problems`),
+    each with an error at the line of its ``dependsOn``; ``exists(key)``: whether a MyApp
+    outside these is in the cluster."""
+    by_key = {app.key: app for app in apps}
+    graph = {key: orderlib.dependencies(app.obj) for key, app in by_key.items()}
+    out: dict[str, ManifestError] = {}
+    for key, message in sorted(orderlib.problems(graph, exists).items()):
+        app = by_key[key]
+        line = line_in(app.lines, app.obj, ("f:spec", "f:dependsOn")) or app.line
+        out[key] = ManifestError(
+            app.file, message, document=app.document, line=line, field="spec.dependsOn"
+        )
+    return out
 
 
 def load(

@@ -105,6 +105,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_drift.py", "test_drift_attribution.py")),
         *(f"{_U}{t}" for t in ("test_managedfields.py", "test_plan.py")),
     ),
+    "gitsync/model/order.py": (
+        *(f"{_U}{t}" for t in ("test_order.py", "test_plan_order.py", "test_reconcile_order.py")),
+    ),
     "gitsync/model/pin.py": (f"{_U}test_pin.py", f"{_U}test_sync_pin.py"),
     "gitsync/model/problems.py": (
         *(f"{_U}{t}" for t in ("test_manifests.py", "test_crd_schema.py")),

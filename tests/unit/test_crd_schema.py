@@ -85,7 +85,7 @@ def test_a_field_added_to_the_crd_is_checked_as_the_crd_types_it(tmp_path: Path)
     ]
     assert problems(changed, {"image": "a"}) == [(("spec", "command"), "required")]
     known = "image, replicas, port, env, resources, driftPolicy, suspend, progressDeadlineSeconds"
-    known += ", rollback, command"
+    known += ", rollback, dependsOn, command"
     assert problems(changed, {"image": "a", "command": "run", "x": 1}) == [
         (("spec", "x"), f"unknown field (known: {known})")
     ]
@@ -235,7 +235,7 @@ def test_checked_values_are_given_back_clean() -> None:
         (
             ("spec", "true"),
             "unknown field (known: image, replicas, port, env, resources, driftPolicy, suspend,"
-            " progressDeadlineSeconds, rollback)",
+            " progressDeadlineSeconds, rollback, dependsOn)",
         )
     ]
 

@@ -26,6 +26,7 @@ from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
 from gitsync.daemon.webhook import Receiver
 from gitsync.reconcile.controller import Controller
+from gitsync.reconcile.ledger import Ledger
 
 SECRET = b"hook-secret-for-tests"
 
@@ -68,6 +69,7 @@ def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
         events=SimpleNamespace(dropped=0, listeners=[]),
     )
     daemon = Daemon(

@@ -18,6 +18,7 @@ from gitsync.daemon.daemon import Daemon, DaemonOptions
 from gitsync.engine.changeset import Change, ChangeSet
 from gitsync.gitops.sync import Syncer
 from gitsync.reconcile.controller import Controller
+from gitsync.reconcile.ledger import Ledger
 
 
 class GatedSyncer:
@@ -66,6 +67,7 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
@@ -167,6 +169,7 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
         start=lambda: None,
@@ -206,6 +209,7 @@ def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
@@ -262,6 +266,7 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
     fake = SimpleNamespace(
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )

@@ -821,7 +821,7 @@ def test_a_newline_in_a_file_name_or_key_stays_on_one_line(tmp_path: Path) -> No
         " from 1 to 65535, found string 'x'",
         r"key.yaml:8:3 (document 0): spec['a\nerror: forged']: unknown field"
         " (known: image, replicas, port, env, resources, driftPolicy, suspend,"
-        " progressDeadlineSeconds, rollback)",
+        " progressDeadlineSeconds, rollback, dependsOn)",
     ]
 
 

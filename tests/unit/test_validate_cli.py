@@ -42,7 +42,7 @@ def test_newlines_in_a_file_name_and_a_key_give_one_line_each(tmp_path: Path) ->
     assert proc.stderr.splitlines() == [
         r"error: key.yaml:6:3 (document 0): spec['k\nerror: forged']: unknown field"
         " (known: image, replicas, port, env, resources, driftPolicy, suspend,"
-        " progressDeadlineSeconds, rollback)",
+        " progressDeadlineSeconds, rollback, dependsOn)",
         r"error: 'x\nerror: forged.yaml':6:3 (document 0): spec.port: must be an integer"
         " from 1 to 65535, found string 'x'",
     ]

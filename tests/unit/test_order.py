@@ -1,0 +1,197 @@
+"""spec.dependsOn, pure: the references, what cannot be ordered, the order, and why a
+dependency is not ready."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gitsync.model import order
+from gitsync.model.api import Obj
+
+
+def app(ns: str, name: str, *deps: Any, **status: Any) -> Obj:
+    obj: Obj = {
+        "metadata": {"namespace": ns, "name": name, "generation": 2},
+        "spec": {"image": "a", "dependsOn": list(deps)},
+    }
+    if status:
+        obj["status"] = status
+    return obj
+
+
+def test_references_default_to_the_myapps_namespace_and_repeat_once() -> None:
+    spec = {
+        "dependsOn": [
+            {"name": "db"},
+            {"name": "cache", "namespace": "infra"},
+            {"name": "db", "namespace": "shop"},
+            {"name": ""},
+            "junk",
+        ]
+    }
+    assert order.refs_of(spec, "shop") == ("shop/db", "infra/cache")
+    assert order.refs_of({}, "shop") == ()
+    assert order.refs_of(None, "shop") == ()
+    assert order.dependencies(app("shop", "web", {"name": "db"})) == ("shop/db",)
+
+
+def test_a_self_reference_a_missing_one_and_every_member_of_a_cycle_are_named() -> None:
+    graph = {
+        "s/self": ("s/self",),
+        "s/lost": ("s/nowhere", "s/live", "s/other"),
+        "s/a": ("s/b",),
+        "s/b": ("s/c",),
+        "s/c": ("s/a",),
+        "s/d": ("s/a",),  # depends on a cycle: waits, is not refused
+        "s/ok": ("s/live",),
+    }
+    found = order.problems(graph, lambda key: key == "s/live")
+    assert found == {
+        "s/self": "MyApp/s/self depends on itself",
+        "s/lost": "MyApp/s/nowhere, MyApp/s/other exist neither in Git nor in the cluster",
+        "s/a": "a cycle: MyApp/s/a → MyApp/s/b → MyApp/s/c → MyApp/s/a",
+        "s/b": "a cycle: MyApp/s/a → MyApp/s/b → MyApp/s/c → MyApp/s/a",
+        "s/c": "a cycle: MyApp/s/a → MyApp/s/b → MyApp/s/c → MyApp/s/a",
+    }
+    one = order.problems({"s/x": ("s/gone",)}, lambda _k: False)
+    assert one == {"s/x": "MyApp/s/gone exists neither in Git nor in the cluster"}
+
+
+def test_every_member_of_a_cycle_is_refused_the_shortest_path_shown() -> None:
+    graph = {
+        "n/b": ("n/a",),
+        "n/a": ("n/c", "n/b"),
+        "n/c": ("n/a",),
+        "n/x": ("n/y",),
+        "n/y": ("n/x",),
+    }
+    assert sorted(order.cycles(graph), key=lambda c: c.path) == [
+        order.Cycle(("n/a", "n/c"), ("n/b",)),
+        order.Cycle(("n/x", "n/y")),
+    ]
+    found = order.problems(graph, lambda _k: False)
+    text = "a cycle: MyApp/n/a → MyApp/n/c → MyApp/n/a (and through MyApp/n/b)"
+    assert found["n/a"] == found["n/b"] == found["n/c"] == text
+    assert found["n/x"] == "a cycle: MyApp/n/x → MyApp/n/y → MyApp/n/x"
+    assert list(order.cycles({"n/a": ("n/b",), "n/b": ()})) == []
+
+
+def test_a_chain_of_thousands_is_no_recursion() -> None:
+    n = 5000
+    graph = {f"n/{i:05}": (f"n/{i + 1:05}",) if i + 1 < n else () for i in range(n)}
+    assert list(order.cycles(graph)) == []
+    assert order.problems(graph, lambda _k: False) == {}
+    ring = {**graph, f"n/{n - 1:05}": ("n/00000",)}
+    (cycle,) = order.cycles(ring)
+    assert len(cycle.path) == n and cycle.path[:2] == ("n/00000", "n/00001")
+    assert cycle.others == ()
+    assert order.topological(graph)[:2] == [f"n/{n - 1:05}", f"n/{n - 2:05}"]
+
+
+def test_topological_puts_dependencies_first_and_appends_what_a_cycle_leaves() -> None:
+    graph = {"s/app": ("s/db", "s/cache"), "s/db": ("s/net",), "s/cache": (), "s/net": ()}
+    got = order.topological(graph)
+    assert got.index("s/net") < got.index("s/db") < got.index("s/app")
+    assert got.index("s/cache") < got.index("s/app")
+    assert sorted(got) == sorted(graph)
+    # edges to keys outside the graph (live MyApps) and self-edges are no wait
+    assert order.topological({"s/a": ("x/live", "s/a")}) == ["s/a"]
+    assert order.topological({"s/a": ("s/b",), "s/b": ("s/a",), "s/c": ()}) == ["s/c", "s/a", "s/b"]
+
+
+def available(**kw: Any) -> Obj:
+    return app("s", "db", observedGeneration=2, phase="Available", **kw)
+
+
+@pytest.mark.parametrize(
+    ("live", "pending", "waiting", "why"),
+    [
+        (None, False, "", "not created yet"),
+        (None, True, "held by window w", "itself held by window w"),
+        ({**available(), "metadata": {"deletionTimestamp": "t"}}, False, "", "being deleted"),
+        (
+            available(),
+            False,
+            "waiting for MyApp/s/x (Pending)",
+            "itself waiting for MyApp/s/x (Pending)",
+        ),
+        (available(), True, "", "its change from Git not applied yet"),
+        (
+            app("s", "db", observedGeneration=1, phase="Available"),
+            False,
+            "",
+            "its current spec not rolled out yet",
+        ),
+        (app("s", "db", phase="Available"), False, "", "its current spec not rolled out yet"),
+        (app("s", "db", observedGeneration=2, phase="Degraded"), False, "", "Degraded"),
+        (app("s", "db", observedGeneration=2, phase="Progressing"), False, "", "Progressing"),
+        (app("s", "db", observedGeneration=2), False, "", "Pending"),
+        (available(), False, "", ""),
+    ],
+)
+def test_why_a_dependency_is_not_ready(
+    live: Obj | None, pending: bool, waiting: str, why: str
+) -> None:
+    assert order.not_ready(live, {"image": "a"}, pending, waiting) == why
+
+
+def test_a_rolled_back_dependency_is_not_ready_while_it_holds_gits_spec() -> None:
+    from gitsync.model import rollout
+
+    git_spec = {"image": "db:2"}
+    status = {
+        "observedGeneration": 2,
+        "phase": "Available",
+        "lastHealthy": {
+            "revision": "r1",
+            "digest": rollout.digest({"image": "db:1"}),
+            "spec": {"image": "db:1"},
+        },
+        "rollback": {
+            "from": "r2",
+            "to": "r1",
+            "reason": "ProgressDeadlineExceeded",
+            "time": "t",
+            "heldDigest": rollout.digest(git_spec),
+        },
+    }
+    live = {**app("s", "db"), "status": status}
+    assert order.not_ready(live, git_spec, False).startswith("rolled back from r2")
+    # Git changed the spec since: released, and then judged as any other
+    assert order.not_ready(live, {"image": "db:3"}, False) == ""
+    # not from Git: what it runs is what it is
+    assert order.not_ready(live, None, False) == ""
+
+
+def test_plan_waits_follows_the_order_and_says_why() -> None:
+    bodies = {
+        "s/net": app("s", "net"),
+        "s/db": app("s", "db", {"name": "net"}),
+        "s/app": app("s", "app", {"name": "db"}),
+        "s/web": app("s", "web", {"name": "live", "namespace": "other"}),
+        "s/calm": app("s", "calm", {"name": "db"}),
+    }
+    live = {
+        "s/db": available(),
+        "s/calm": app("s", "calm"),
+        "other/live": app("other", "live", observedGeneration=2, phase="Progressing"),
+    }
+    moving = {"s/net", "s/db", "s/app", "s/web"}
+    waits = order.plan_waits(bodies, live, lambda k: k in moving)
+    assert {k: w.message for k, w in waits.items()} == {
+        "s/db": "waiting for MyApp/s/net (not created yet)",
+        "s/app": "waiting for MyApp/s/db (itself waiting for MyApp/s/net (not created yet))",
+        "s/web": "waiting for MyApp/other/live (Progressing)",
+    }
+    assert {w.hold for w in waits.values()} == {"dependency"}
+    assert {w.reason for w in waits.values()} == {order.DEPENDENCY_NOT_READY}
+    # calm is unchanged: never held back by its dependency
+    assert "s/calm" not in waits and "s/net" not in waits
+    window = order.Wait(order.SYNC_WINDOW, "held by window w")
+    closed = order.plan_waits(
+        bodies, live, lambda k: k in moving, lambda k: window if k == "s/net" else None
+    )
+    assert closed["s/net"] == window and closed["s/net"].hold == "window"
+    assert closed["s/db"].message == ("waiting for MyApp/s/net (itself held by window w)")

@@ -1,0 +1,141 @@
+"""What ``gitsync diff`` shows of dependsOn and windows: a change that waits is held,
+with its reason, and nothing of it is written; what Git did not change never waits."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from gitsync.engine.changeset import plan
+from gitsync.model.api import Obj
+from gitsync.model.order import Wait
+from gitsync.model.render import render
+from tests.unit.test_plan import applied
+
+
+def app(name: str, *deps: str, uid: str = "", **spec: Any) -> Obj:
+    meta: Obj = {"name": name, "namespace": "shop"}
+    if uid:
+        meta["uid"] = uid
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": meta,
+        "spec": {
+            "image": "nginx:1.27",
+            "replicas": 1,
+            **({"dependsOn": [{"name": d} for d in deps]} if deps else {}),
+            **spec,
+        },
+    }
+
+
+def running(body: Obj, phase: str = "Available") -> tuple[Obj, Obj]:
+    """``body`` as gitsync applied it, its status at ``phase``, and its Deployment."""
+    name = body["metadata"]["name"]
+    live = applied(body)
+    live["metadata"]["uid"] = f"u-{name}"
+    live["metadata"]["generation"] = 3
+    live["status"] = {"observedGeneration": 3, "phase": phase}
+    return live, applied(render(live))
+
+
+def actions(changes: Any) -> dict[str, tuple[str, str, str]]:
+    return {c.subject: (c.action, c.hold, c.reason) for c in changes.changes}
+
+
+def test_a_change_waits_for_a_dependency_that_changes_in_the_same_commit() -> None:
+    db_live, db_dep = running(app("db"))
+    web_live, web_dep = running(app("web", "db"))
+    desired = {"shop/db": app("db", image="db:2"), "shop/web": app("web", "db", replicas=4)}
+    changes = plan(
+        desired,
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": web_dep},
+    )
+    got = actions(changes)
+    assert got["MyApp/shop/db"][0] == "configured"
+    why = "waiting for MyApp/shop/db (its change from Git not applied yet)"
+    assert got["MyApp/shop/web"][:2] == ("unchanged", "dependency")
+    assert got["MyApp/shop/web"][2].startswith(why)
+    assert got["Deployment/shop/web"] == ("unchanged", "", "")  # held to the live MyApp
+    (held,) = changes.held()
+    assert held.subject == "MyApp/shop/web" and "spec.replicas" in held.paths
+    assert held.to_json()["hold"] == "dependency"
+
+
+def test_an_unchanged_myapp_never_waits_and_a_ready_dependency_lets_a_change_through() -> None:
+    db_live, db_dep = running(app("db", image="db:broken"), phase="Degraded")
+    web_live, web_dep = running(app("web", "db"))
+    calm = plan(
+        {"shop/db": app("db", image="db:broken"), "shop/web": app("web", "db")},
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": web_dep},
+    )
+    assert calm.held() == [] and not calm.writes
+    stuck = plan(
+        {"shop/db": app("db", image="db:broken"), "shop/web": app("web", "db", replicas=2)},
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": web_dep},
+    )
+    assert actions(stuck)["MyApp/shop/web"][2].startswith("waiting for MyApp/shop/db (Degraded)")
+    ok_live, ok_dep = running(app("db"))
+    through = plan(
+        {"shop/db": app("db"), "shop/web": app("web", "db", replicas=2)},
+        {"shop/db": ok_live, "shop/web": web_live},
+        {"shop/db": ok_dep, "shop/web": web_dep},
+    )
+    assert actions(through)["MyApp/shop/web"][0] == "configured"
+    assert through.held() == []
+
+
+def test_a_new_myapp_that_waits_is_not_created_nor_its_deployment() -> None:
+    changes = plan({"shop/db": app("db"), "shop/web": app("web", "db")}, {}, {})
+    got = actions(changes)
+    assert got["MyApp/shop/db"][0] == got["Deployment/shop/db"][0] == "created"
+    why = "waiting for MyApp/shop/db (not created yet)"
+    assert got["MyApp/shop/web"] == ("unchanged", "dependency", why)
+    assert got["Deployment/shop/web"] == ("unchanged", "dependency", why)
+    assert changes.count("created") == 2
+
+
+def test_drift_of_a_waiting_myapps_deployment_is_still_corrected() -> None:
+    db_live, db_dep = running(app("db"), phase="Progressing")
+    web_live, _ = running(app("web", "db"))
+    scaled = applied(render(web_live), **{"kubectl-scale": 7})
+    changes = plan(
+        {"shop/db": app("db"), "shop/web": app("web", "db", image="web:2")},
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": scaled},
+    )
+    got = actions(changes)
+    assert got["MyApp/shop/web"][1] == "dependency"
+    assert got["Deployment/shop/web"][0] == "configured"
+    assert "drift corrected" in got["Deployment/shop/web"][2]
+
+
+def test_a_window_holds_a_change_and_what_waits_on_it() -> None:
+    db_live, db_dep = running(app("db"))
+    web_live, web_dep = running(app("web", "db"))
+    closed = Wait("SyncWindow", "held by window freeze until 2027-01-04T06:00:00+01:00")
+    changes = plan(
+        {"shop/db": app("db", image="db:2"), "shop/web": app("web", "db", replicas=3)},
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": web_dep},
+        window=lambda body: closed if body["metadata"]["name"] == "db" else None,
+    )
+    got = actions(changes)
+    assert got["MyApp/shop/db"][:2] == ("unchanged", "window")
+    assert got["MyApp/shop/db"][2].startswith(closed.message)
+    assert got["MyApp/shop/web"][2].startswith(
+        "waiting for MyApp/shop/db (itself held by window freeze"
+    )
+    assert not changes.writes
+    # a window over what Git did not change holds nothing
+    same = plan(
+        {"shop/db": copy.deepcopy(app("db"))},
+        {"shop/db": db_live},
+        {"shop/db": db_dep},
+        window=lambda _body: closed,
+    )
+    assert same.held() == []
