@@ -42,6 +42,7 @@ from gitsync.engine.planner import (
 from gitsync.errors import VerificationError
 from gitsync.model import order as orderlib
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
+from gitsync.model.myapp_status import phase_of
 from gitsync.model.order import Wait
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
@@ -219,6 +220,7 @@ def plan(
         desired,
         myapps,
         lambda key: pending(serving(desired[key], myapps.get(key)), myapps.get(key)),
+        lambda key: phase_of(deployments.get(key)),
         lambda key: window(desired[key]),
     )
     for body in namespaces.bodies():

@@ -39,6 +39,9 @@ class Wait:
 
     reason: Reason
     message: str
+    #: what it waits for (a dependency's key, a window's name): a new one is news (an
+    #: Event), a new phase of the same one only status
+    on: str = ""
 
     @property
     def hold(self) -> WaitHold:
@@ -162,13 +165,20 @@ def _along(graph: Mapping[str, tuple[str, ...]], component: set[str]) -> tuple[s
     return tuple(sorted(component))  # (unreachable for a strongly connected component)
 
 
-def not_ready(live: Obj | None, git_spec: Obj | None, pending: bool, waiting: str = "") -> str:
+def not_ready(
+    live: Obj | None, git_spec: Obj | None, pending: bool, waiting: str, phase: str
+) -> str:
     """Why dependency ``live`` is not ``Available`` at its own current desired spec, in
     a few words, or "" when it is.
 
     ``git_spec`` is the spec Git declares for it (None: Git does not declare it; the
     live one is what it is), ``pending`` whether Git's change to it is not applied yet,
-    ``waiting`` what it waits for itself (its own dependency or window)."""
+    ``waiting`` what it waits for itself (its own dependency or window), ``phase`` its
+    Deployment's (:func:`gitsync.model.myapp_status.phase_of`, the deployment
+    controller's word now: not the phase its status last recorded, which a one-shot
+    ``gitsync sync`` writes once, moments after the rollout began). Its status must have
+    been written for its current generation: its Deployment is then rendered from its
+    current spec."""
     if waiting:
         return f"itself {waiting}"
     if live is None:
@@ -182,15 +192,12 @@ def not_ready(live: Obj | None, git_spec: Obj | None, pending: bool, waiting: st
         return "its change from Git not applied yet"
     generation = (live.get("metadata") or {}).get("generation")
     if not isinstance(generation, int) or status.get("observedGeneration") != generation:
-        return "its current spec not rolled out yet"
-    phase = status.get("phase")
-    if phase != "Available":
-        return str(phase or "Pending")
-    return ""
+        return "its current spec not rendered yet"
+    return "" if phase == "Available" else phase
 
 
 def waiting_for(dep: str, why: str) -> Wait:
-    return Wait(DEPENDENCY_NOT_READY, f"waiting for {KIND}/{dep} ({why})")
+    return Wait(DEPENDENCY_NOT_READY, f"waiting for {KIND}/{dep} ({why})", dep)
 
 
 def topological(graph: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -219,12 +226,14 @@ def plan_waits(
     bodies: Mapping[str, Obj],
     live: Mapping[str, Obj],
     pending: Callable[[str], bool],
+    phase: Callable[[str], str],
     other: Callable[[str], Wait | None] = lambda _key: None,
 ) -> dict[str, Wait]:
     """What the change of each MyApp of a pass waits for, as a sync pass decides it one
     MyApp at a time (``gitsync diff``'s prediction): ``bodies`` are Git's MyApps by key,
     ``live`` the cluster's, ``pending(key)`` whether Git's change to one is not applied
-    yet, ``other(key)`` what else holds it (a window), looked at first."""
+    yet, ``phase(key)`` its Deployment's phase, ``other(key)`` what else holds it (a
+    window), looked at first."""
     graph = {k: dependencies(b) for k, b in bodies.items()}
     out: dict[str, Wait] = {}
     for key in topological(graph):
@@ -241,6 +250,7 @@ def plan_waits(
                 None if body is None else body.get("spec") or {},
                 body is not None and pending(dep),
                 own.message if own is not None else "",
+                phase(dep),
             )
             if why:
                 out[key] = waiting_for(dep, why)

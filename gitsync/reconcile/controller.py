@@ -176,6 +176,9 @@ class Controller:
             if ref.get("kind") == KIND and ref.get("controller"):
                 key = f"{obj['metadata'].get('namespace', '')}/{ref['name']}"
                 self.queue.add(key, urgent=urgent)
+                # its rollout done is what the MyApps waiting on it wait for
+                for waiter in self.ledger.waiters(key):
+                    self.queue.add(waiter, urgent=True)
 
     def _worker(self) -> None:
         while True:

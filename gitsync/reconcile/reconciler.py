@@ -381,11 +381,12 @@ class Reconciler:
         found = self.ledger.get(dep)
         own = found.wait.message if found is not None and found.wait is not None else ""
         declared = found.declared if found is not None else None
+        phase = statuslib.phase_of(self.deployments.get(dep))
         if declared is None:
-            return orderlib.not_ready(live, None, False, own)
+            return orderlib.not_ready(live, None, False, own, phase)
         git = declared.body
         moving = pending(serving(git, live), live)
-        return orderlib.not_ready(live, git.get("spec") or {}, moving, own)
+        return orderlib.not_ready(live, git.get("spec") or {}, moving, own, phase)
 
     def _set_wait(
         self,
@@ -395,11 +396,21 @@ class Reconciler:
         wait: orderlib.Wait | None,
         on: tuple[str, ...] = (),
     ) -> None:
-        """Record what ``key``'s change waits for; a new reason is an Event (once, not on
-        every reconcile), the end of a wait is logged."""
+        """Record what ``key``'s change waits for; a wait on something new is an Event
+        (once, not on every reconcile nor on every phase of what it waits for), the end
+        of a wait is logged."""
         before = rec.wait
         self.ledger.set_wait(key, wait, on)
-        if wait == before:
+        seen = (
+            before is not None
+            and wait is not None
+            and (before.reason, before.on)
+            == (
+                wait.reason,
+                wait.on,
+            )
+        )
+        if wait == before or seen:
             return
         if wait is not None:
             log.info("change held: %s", wait.message, extra={"key": key})

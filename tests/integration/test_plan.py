@@ -26,6 +26,7 @@ import pytest
 from gitsync.engine.planner import UID_TO_BE_ASSIGNED, Step, after, released
 from gitsync.kube.client import Kube, resource_path
 from gitsync.model.api import Obj
+from testenv.cluster import BROKEN_TAG
 from tests.integration.test_cli import common, gitsync
 from tests.integration.test_drift import kubectl
 from tests.support import app_yaml
@@ -113,6 +114,19 @@ def _seq(*steps: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
     return run
 
 
+def _db(image: str = "nginx:1.27") -> Callable[[Ctx], None]:
+    return lambda c: c.write("db", image=image)
+
+
+def _rolled_out(name: str) -> Callable[[Ctx], None]:
+    # a one-shot sync leaves the rollout to the deployment controller
+    return lambda c: c.kubectl("rollout", "status", f"deployment/{name}", "--timeout=90s")
+
+
+#: Pods of this image run and never become Ready (testenv/kwok/pod-never-ready.yaml)
+STUCK = f"nginx:{BROKEN_TAG}"
+ON_DB = "[{name: db}]"
+
 SCENARIOS = {
     "nothing-changed": Scenario((_web(),), lambda c: None, frozenset()),
     "hpa-owns-replicas": Scenario(
@@ -197,6 +211,31 @@ SCENARIOS = {
         (_web(env="[{name: A, value: a}]"), put_env_first),
         _web(env="[{name: A, value: a}]", resources="{}"),
         frozenset(),
+    ),
+    "dependency-changed-with-its-dependent": Scenario(
+        # one commit changes both: the dependent's change waits for db's rollout
+        (_seq(_db(), _web()),),
+        _seq(_db(STUCK), _web(image="nginx:1.28", dependsOn=ON_DB)),
+        frozenset({("MyApp/db", "configured"), ("Deployment/db", "configured")}),
+        frozenset({("MyApp/web", "held")}),
+    ),
+    "new-myapp-on-a-new-dependency": Scenario(
+        (_web(),),
+        _seq(_db(STUCK), lambda c: c.write("api", dependsOn=ON_DB)),
+        frozenset({("MyApp/db", "created"), ("Deployment/db", "created")}),
+        frozenset({("MyApp/api", "held"), ("Deployment/api", "held")}),
+    ),
+    "unchanged-dependent-of-a-stuck-dependency": Scenario(
+        # web's drift is corrected while db is stuck: Git did not change web
+        (_seq(_db(), _web()), _seq(_rolled_out("db"), _web(dependsOn=ON_DB))),
+        _seq(_db(STUCK), lambda c: c.kubectl("scale", "deployment/web", "--replicas=3")),
+        frozenset(
+            {
+                ("MyApp/db", "configured"),
+                ("Deployment/db", "configured"),
+                ("Deployment/web", "configured"),
+            }
+        ),
     ),
     "new-myapp": Scenario(
         (_web(),),

@@ -37,7 +37,15 @@ def running(body: Obj, phase: str = "Available") -> tuple[Obj, Obj]:
     live["metadata"]["uid"] = f"u-{name}"
     live["metadata"]["generation"] = 3
     live["status"] = {"observedGeneration": 3, "phase": phase}
-    return live, applied(render(live))
+    dep = applied(render(live))
+    # what the deployment controller says of it (phase_of reads this, not the MyApp's)
+    if phase == "Available":
+        dep["status"] = {"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+    elif phase == "Degraded":
+        dep["status"] = {
+            "conditions": [{"type": "Progressing", "reason": "ProgressDeadlineExceeded"}]
+        }
+    return live, dep
 
 
 def actions(changes: Any) -> dict[str, tuple[str, str, str]]:

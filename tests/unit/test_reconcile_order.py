@@ -85,7 +85,7 @@ def test_a_new_myapp_waits_uncreated_then_its_dependency_wakes_it() -> None:
     assert (result.held, result.hold, result.action) == (why, "dependency", "unchanged")
     assert w.stored("web") is None and w.stored("web", "Deployment") is None
     assert w.r.ledger.waiters("shop/db") == ["shop/web"]
-    assert w.r.ledger.waits() == {"shop/web": Wait("DependencyNotReady", why)}
+    assert w.r.ledger.waits() == {"shop/web": Wait("DependencyNotReady", why, "shop/db")}
     # a worker's reconcile of the waiting key (no pass) while db still rolls out: waits
     assert w.r.reconcile("shop/web").held == why
     assert w.stored("web") is None
