@@ -54,7 +54,7 @@ def test_a_chain_of_three_is_created_in_order_by_one_pass(
         f"MyApp/{namespace}/c": ("dependency", f"waiting for MyApp/{namespace}/b"),
     }
     for name in "abc":
-        wait_until(lambda n=name: available(kube, namespace, n, 1), timeout=90, what=name)
+        wait_until(lambda n=name: available(kube, namespace, n, 1), timeout=90, what=name)  # type: ignore[misc]
     # the server's record: the first resourceVersion each Deployment had, as its watch
     # delivered it, and each later one created only after the one before was Available
     assert created["a"] < created["b"] < created["c"], created
@@ -81,7 +81,7 @@ def test_a_stuck_dependency_holds_a_change_and_says_why_then_wakes_it(
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
     assert s.run().ok
     for name in ("db", "cache", "web"):
-        wait_until(lambda n=name: available(kube, namespace, n, 1), timeout=90, what=name)
+        wait_until(lambda n=name: available(kube, namespace, n, 1), timeout=90, what=name)  # type: ignore[misc]
     # one commit: db gets an image whose Pods never become Ready, web (fan-in on db and
     # cache) a new image
     upstream.commit(
