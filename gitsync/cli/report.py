@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gitsync.errors import printable
-from gitsync.model import rollout
+from gitsync.model import order
 from gitsync.model.api import Obj
 
 
@@ -32,7 +32,7 @@ def drift_rows(apps: list[Obj]) -> list[dict[str, Any]]:
                 "changedBy": sorted({str(d.get("manager") or "unknown") for d in drift}),
                 "since": since,
                 "drift": drift,
-                "held": rollout.described(app.get("status")),
+                "held": order.held(app.get("status")),
             }
         )
     return rows

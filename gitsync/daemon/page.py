@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from gitsync.engine import redact
 from gitsync.engine.blame import BlameRow, describe
-from gitsync.model import rollout
+from gitsync.model import order
 from gitsync.model.api import Obj, key_of
 
 #: what the status ConfigMap's data says of the last sync pass, as the page shows it
@@ -70,7 +70,7 @@ def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
         "drift": [d for d in drift if not d["conflict"]],
         "conflicts": [d for d in drift if d["conflict"]],
         # a rollback in force: the cluster runs an older spec than Git's, on purpose
-        "held": rollout.described(st),
+        "held": order.held(st),
     }
 
 

@@ -256,3 +256,18 @@ def plan_waits(
                 out[key] = waiting_for(dep, why)
                 break
     return out
+
+
+def described(status: Obj | None) -> str:
+    """What Git's change to a MyApp waits for, as its status says (its Waiting
+    condition), for the drift report and the page; "" when it waits for nothing."""
+    for c in (status or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == WAITING and c.get("status") == "True":
+            return str(c.get("message") or c.get("reason") or "waiting")
+    return ""
+
+
+def held(status: Obj | None) -> str:
+    """Everything its status says holds a MyApp back from Git: a rollback in force, a
+    wait; "" when nothing does."""
+    return "; ".join(t for t in (rollout.described(status), described(status)) if t)

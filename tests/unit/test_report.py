@@ -57,3 +57,19 @@ def test_a_myapp_held_by_a_rollback_is_a_line_saying_from_what_to_what_and_why()
     # a record without the held digest is no rollback in force
     del record["heldDigest"]
     assert drift_rows([held])[0]["held"] == ""
+
+
+def test_a_myapp_whose_change_waits_is_a_line_saying_for_what() -> None:
+    waiting = {"type": "Waiting", "status": "True", "reason": "DependencyNotReady"}
+    why = "waiting for MyApp/shop/db (Progressing)"
+    row = {**app([]), "status": {"conditions": [{**waiting, "message": why}]}}
+    assert render_details(drift_rows([row])).splitlines() == [f"held shop/cart: {why}"]
+    # no longer waiting: no line
+    done = {**app([]), "status": {"conditions": [{**waiting, "status": "False", "message": "x"}]}}
+    assert drift_rows([done])[0]["held"] == ""
+    # rolled back, and a later change waiting: both said
+    record = {"from": "main@sha1:bad", "to": "main@sha1:good", "reason": "r", "heldDigest": "d"}
+    both = {**app([]), "status": {"rollback": record, "conditions": [{**waiting, "message": why}]}}
+    assert drift_rows([both])[0]["held"] == (
+        f"rolled back from main@sha1:bad to main@sha1:good (r); {why}"
+    )
