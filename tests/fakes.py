@@ -102,6 +102,15 @@ class FakeCluster:
         del self.store[path]
         self.writes.append(("delete", path))
 
+    def remove_annotation(self, kind: str, namespace: str, name: str, key: str) -> Obj:
+        self._raise("patch")
+        path = path_of(kind, namespace, name)
+        stored = self.store[path]
+        stored["metadata"].get("annotations", {}).pop(key, None)
+        stored["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.writes.append(("patch", path))
+        return copy.deepcopy(stored)
+
     # --- test helpers -------------------------------------------------------------
 
     def _write(self, verb: str, path: str, body: Obj, *, dry_run: bool) -> Obj:

@@ -148,7 +148,9 @@ def controller(
     )
     if workers is not None:
         config = replace(config, workers=workers)
-    return Controller(kube, config)
+    c = Controller(kube, config)
+    c.reconciler.gate.windows = flags.windows()
+    return c
 
 
 def syncer(

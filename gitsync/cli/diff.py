@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from gitsync.cli.options import (
     create_namespace_option,
     expected_errors,
     field_manager_option,
+    ignore_windows_option,
     opt,
     output_option,
     policy_options,
@@ -25,7 +27,14 @@ from gitsync.cli.options import (
     watch_namespace_option,
 )
 from gitsync.engine import differences
-from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, plan, plan_prune
+from gitsync.engine.changeset import (
+    Change,
+    ChangeSet,
+    PruneGuard,
+    hold_prunes,
+    plan,
+    plan_prune,
+)
 from gitsync.engine.namespace_plan import plan_namespaces, to_look_up
 from gitsync.engine.planner import Settings
 from gitsync.errors import APIForbiddenError, APINotFoundError, printable
@@ -71,6 +80,7 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @watch_namespace_option
 @create_namespace_option
 @adopt_option
+@ignore_windows_option
 @opt(
     "--status-namespace",
     env="STATUS_NAMESPACE",
@@ -158,7 +168,11 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         manifests_ok=loaded.ok,
         applied=set(applied) - set(namespaces.missing),
     )
-    changes = plan(applied, myapps, deployments, pruning, settings, namespaces)
+    # as in a sync: what a closed window holds back, now
+    now = dt.datetime.now(dt.UTC)
+    windows = flags.windows()
+    pruning = hold_prunes(pruning, tracked_by(myapps.values(), label), windows, now)
+    changes = plan(applied, myapps, deployments, pruning, settings, namespaces, windows, now)
     changes.revision = revision
     _refuse_foreign_deployments(kube, changes, myapps)
     skipped = changes.prune_skipped

@@ -18,6 +18,7 @@ import click
 
 from gitsync.errors import ConfigError
 from gitsync.kube import kubeconfig
+from gitsync.model import window as windowlib
 from gitsync.model.api import DEFAULT_FORCE_MANAGERS, DriftPolicy
 from gitsync.model.rollout import RollbackPolicy
 
@@ -65,12 +66,22 @@ class Flags:
     rollback: RollbackPolicy = "off"
     #: --force-managers, else the default ones
     force_managers: tuple[str, ...] = DEFAULT_FORCE_MANAGERS
+    #: --sync-window, parsed
+    sync_window: tuple[windowlib.Window, ...] = ()
+    windows_block_corrections: bool = False
+    #: gitsync sync --ignore-windows (and diff's, to preview it)
+    ignore_windows: bool = False
     field_manager: str = "gitsync"
 
     def namespaces(self, fallback: str) -> Namespaces:
         """kubectl's rule for namespaces not given as flags: ``fallback``, the kubeconfig
         context's (in a Pod, its own), else ``default``."""
         return Namespaces(self.namespace or fallback, self.status_namespace or fallback)
+
+    def windows(self) -> windowlib.Windows:
+        return windowlib.Windows(
+            self.sync_window, self.windows_block_corrections, self.ignore_windows
+        )
 
     def verification(self) -> dict[str, object]:
         """The flags :func:`gitsync.source.keyring.verifier_of` reads."""
@@ -121,6 +132,7 @@ _PARSED = frozenset(
         "force_managers",
         "drift_policy",
         "rollback",
+        "sync_window",
         "ref_given",
     }
 )
@@ -143,6 +155,8 @@ def parse(kw: Mapping[str, Any]) -> Flags:
         plain["drift_policy"] = _policy(kw["drift_policy"])
     if "rollback" in kw:
         plain["rollback"] = _rollback(kw["rollback"])
+    if "sync_window" in kw:
+        plain["sync_window"] = windowlib.parse_all(kw["sync_window"] or ())
     return Flags(
         **plain,
         ref_given=_given(kw, "ref"),

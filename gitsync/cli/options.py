@@ -296,6 +296,25 @@ def policy_options(f: F) -> F:
                 "last healthy spec when the rollout of a new one fails.",
             ),
             opt(
+                "--sync-window",
+                env="SYNC_WINDOW",
+                type=WindowText(),
+                multiple=True,
+                help="A sync window: 'allow|deny MIN HOUR DOM MON DOW DURATION [ZONE] "
+                "[name=N] [namespaces=A,B] [selector=SEL]', e.g. 'deny 0 22 * * 1-5 8h "
+                "Europe/Berlin'. Repeatable; in the variable, separated by ';' or newlines. "
+                "Inside a deny window or outside every allow window, no change from Git is "
+                "applied (deny wins).",
+            ),
+            opt(
+                "--windows-block-corrections",
+                env="WINDOWS_BLOCK_CORRECTIONS",
+                is_flag=True,
+                default=False,
+                help="A closed sync window also holds drift corrections back (default: "
+                "drift is corrected by policy whatever the windows say).",
+            ),
+            opt(
                 "--force-managers",
                 env="FORCE_MANAGERS",
                 multiple=True,
@@ -306,6 +325,25 @@ def policy_options(f: F) -> F:
     ):
         f = deco(f)
     return f
+
+
+class WindowText(click.ParamType):  # type: ignore[type-arg]
+    """A sync window's text, as given; several in ``GITSYNC_SYNC_WINDOW`` are separated
+    by ``;`` or newlines (a window holds spaces, click's default separator)."""
+
+    name = "window"
+    envvar_list_splitter = ";"
+
+
+def ignore_windows_option(f: F) -> F:
+    return opt(
+        "--ignore-windows",
+        env="IGNORE_WINDOWS",
+        is_flag=True,
+        default=False,
+        help="Apply changes whatever the sync windows say; each change a closed window "
+        "let through is logged and recorded as a SyncWindowOverridden Event.",
+    )(f)
 
 
 def watch_namespace_option(f: F) -> F:

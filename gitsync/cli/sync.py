@@ -14,6 +14,7 @@ from gitsync.cli.options import (
     expected_errors,
     fail,
     field_manager_option,
+    ignore_windows_option,
     output_option,
     source_options,
     sync_options,
@@ -26,6 +27,7 @@ from gitsync.errors import printable
 @source_options(required=True)
 @sync_options
 @field_manager_option
+@ignore_windows_option
 @output_option
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
@@ -49,6 +51,9 @@ def sync(output: str, **kw: Any) -> None:
         for c in result.changes:
             if c.action != "unchanged":
                 click.echo(f"{c.subject} {c.action}" + (f": {c.reason}" if c.reason else ""))
+        # what waits (a dependency, a window), or a rollback holds: said with why
+        for c in result.held():
+            click.echo(printable(f"held {c.subject}: {c.reason}"))
         for e in result.errors:
             click.echo(f"error: {e}", err=True)
         if result.prune_skipped:

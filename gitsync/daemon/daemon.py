@@ -32,6 +32,7 @@ from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
 from gitsync.kube.leader import LeaderElector
+from gitsync.model import window as windowlib
 from gitsync.model.api import Obj
 from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 JOB_ID = "sync"
 #: the executor of the sync job: one thread, so that passes run one after another
 SYNC_EXECUTOR = "sync"
+#: the one-off job that runs a pass when a sync window opens or closes
+WINDOW_JOB_ID = "window"
+#: how long after a window's edge that pass runs: it then finds the window as it now is
+WINDOW_SLACK = dt.timedelta(seconds=1)
 #: how long stop() waits for a deferred sync request already firing (one Lease update)
 LATER_JOIN_TIMEOUT = 10.0
 #: how long shutdown waits for each thread run() started: the leader's last step (its
@@ -233,7 +238,25 @@ class Daemon:
                 misfire_grace_time=None,
                 next_run_time=dt.datetime.now(dt.UTC),
             )
+            self._at_next_window_edge()
         self.scheduler.start()
+
+    def _at_next_window_edge(self) -> None:
+        """Have a pass run when the next sync window opens or closes (catch-up): a change
+        a window held back is applied the moment it opens, not at the next poll."""
+        gate = self.controller.gate
+        edge = windowlib.next_change(gate.windows.windows, gate.now())
+        if edge is None:
+            return
+        self.scheduler.add_job(
+            self.trigger,
+            "date",
+            run_date=edge + WINDOW_SLACK,
+            id=WINDOW_JOB_ID,
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+        log.debug("next sync window edge at %s", edge.isoformat())
 
     def trigger(self) -> None:
         """Run the sync job now (webhook, SIGHUP, a standby's request, leading)."""
@@ -286,6 +309,8 @@ class Daemon:
         if not self.controller.wait_synced(60):
             log.warning("caches not synced yet; sync postponed")
             return
+        # scheduled before the pass: a pass that fails still leaves the next edge's pass
+        self._at_next_window_edge()
         with self._sync_lock:
             try:
                 result = self.syncer.run()

@@ -19,7 +19,8 @@ why nothing is pruned. Only the writes make ``gitsync diff`` exit 1.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Collection, Mapping
+import datetime as dt
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -44,6 +45,7 @@ from gitsync.model import order as orderlib
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
 from gitsync.model.myapp_status import phase_of
 from gitsync.model.order import Wait
+from gitsync.model.window import Closed, Windows
 
 Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drifted", "conflict"]
 #: what writes to the API server: diff exits 1 on these alone
@@ -52,6 +54,7 @@ WRITES: Final = ("created", "configured", "pruned")
 OBJECT_ACTIONS: Final = ("created", "configured", "unchanged", "pruned")
 DEFAULT_SETTINGS: Final = Settings()
 NO_NAMESPACES: Final = NamespacePlan()
+NO_WINDOWS: Final = Windows()
 _STAMP_PATH: Final = ("f:metadata", "f:annotations", f"f:{APPLIED_ANNOTATION}")
 
 
@@ -207,21 +210,27 @@ def plan(
     prune: ChangeSet | None = None,
     settings: Settings = DEFAULT_SETTINGS,
     namespaces: NamespacePlan = NO_NAMESPACES,
-    window: Callable[[Obj], Wait | None] = lambda _body: None,
+    windows: Windows = NO_WINDOWS,
+    now: dt.datetime | None = None,
 ) -> ChangeSet:
     """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
     ``myapps``/``deployments``: live, by key; ``prune``: the prune plan
     (:func:`plan_prune`); ``namespaces``: what the pass does about namespaces that do
-    not exist; ``window``: the sync window that holds a MyApp's change back now.
+    not exist; ``windows``: the instance's sync windows, as they stand at ``now``.
     A change that waits (for a window, or a dependency not Available at its own
     desired spec) is held, as the pass holds it."""
     out = ChangeSet(prune_skipped=prune.prune_skipped if prune is not None else None)
+    closed = {
+        key: c
+        for key in desired
+        if now is not None and (c := windows.closed(desired[key], myapps.get(key), now))
+    }
     waits = orderlib.plan_waits(
         desired,
         myapps,
         lambda key: pending(serving(desired[key], myapps.get(key)), myapps.get(key)),
         lambda key: phase_of(deployments.get(key)),
-        lambda key: window(desired[key]),
+        lambda key: held_by(closed.get(key)),
     )
     for body in namespaces.bodies():
         out.changes.append(Change(f"Namespace/{body['metadata']['name']}", "created", desired=body))
@@ -232,8 +241,14 @@ def plan(
             out.changes.append(Change(subject(KIND, ns, name), "failed", reason=why))
             continue
         try:
+            frozen = key in closed and closed[key].frozen
             steps = plan_app(
-                desired[key], myapps.get(key), deployments.get(key), settings, waits.get(key)
+                desired[key],
+                myapps.get(key),
+                deployments.get(key),
+                settings,
+                waits.get(key),
+                frozen=frozen,
             )
         except ValueError as e:  # not renderable: the sync fails on it the same way
             ns, name = key.split("/", 1)
@@ -244,6 +259,29 @@ def plan(
     if prune is not None:
         out.changes.extend(prune.changes)
     return out
+
+
+def hold_prunes(
+    prune: ChangeSet, tracked: Mapping[str, Obj], windows: Windows, now: dt.datetime
+) -> ChangeSet:
+    """``prune`` with each delete a closed sync window holds back made a held change:
+    a MyApp that left Git is not deleted while a window is closed for it (judged by its
+    live namespace and labels), and is at the first pass after it opens."""
+    out = ChangeSet(prune_skipped=prune.prune_skipped)
+    for change in prune.changes:
+        live = tracked.get(key_of_change(change))
+        wait = held_by(windows.closed(live, live, now)) if live is not None else None
+        if change.action != "pruned" or wait is None:
+            out.changes.append(change)
+            continue
+        why = f"{REMOVED}, not pruned yet: {wait.message}"
+        out.changes.append(Change(change.subject, "unchanged", reason=why, hold="window"))
+    return out
+
+
+def held_by(closed: Closed | None) -> Wait | None:
+    """The wait a closed window makes, unless something lets the change through it."""
+    return closed.wait if closed is not None and not closed.override else None
 
 
 def changes_of(step: Step) -> list[Change]:

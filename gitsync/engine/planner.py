@@ -298,6 +298,8 @@ def plan_app(
     live_dep: Obj | None,
     s: Settings,
     wait: Wait | None = None,
+    *,
+    frozen: bool = False,
 ) -> tuple[Step, Step]:
     """The steps of one Git MyApp and of the Deployment the operator renders from it.
 
@@ -307,7 +309,8 @@ def plan_app(
     same order and inputs as a sync pass. ``wait``: what a change of the MyApp waits
     for (a dependency, a window), if anything: then nothing of a change (Git's, or
     the healthy spec a rollback holds to) is applied, and the live MyApp serves; drift
-    is corrected all the same."""
+    is corrected all the same, unless ``frozen`` (a closed window under
+    --windows-block-corrections): then it is reported."""
     name = git["metadata"]["name"]
     label = f"{KIND}/{name}"
     # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
@@ -317,7 +320,7 @@ def plan_app(
     if wait is not None and pending(body, live_app):
         app = _waiting(label, git, live_app, wait)
     else:
-        app = decide(label, body, live_app, policy_for(body, s, suspendable=False))
+        app = decide(label, body, live_app, _frozen(policy_for(body, s, suspendable=False), frozen))
     if held is not None and app.action == "unchanged":
         kept = tuple(driftlib.drift_items(label, git, body))
         why = held.rollback.summary()
@@ -326,8 +329,13 @@ def plan_app(
         # not created: neither is its Deployment
         return app, dataclasses.replace(app, subject=f"Deployment/{app.subject.split('/', 1)[1]}")
     future = after(app)
-    dep = decide(f"Deployment/{name}", render(future), live_dep, policy_for(future, s))
+    p = _frozen(policy_for(future, s), frozen)
+    dep = decide(f"Deployment/{name}", render(future), live_dep, p)
     return app, dep
+
+
+def _frozen(p: Policy, frozen: bool) -> Policy:
+    return dataclasses.replace(p, correct=False) if frozen else p
 
 
 def _waiting(label: str, git: Obj, live: Obj | None, waits: Wait) -> Step:

@@ -17,7 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from gitsync.engine.changeset import Change, ChangeSet, PruneGuard, key_of_change, plan_prune
+from gitsync.engine.changeset import (
+    Change,
+    ChangeSet,
+    PruneGuard,
+    hold_prunes,
+    key_of_change,
+    plan_prune,
+)
 from gitsync.engine.planner import Settings
 from gitsync.errors import (
     APIConflictError,
@@ -53,6 +60,7 @@ from gitsync.model.api import (
 )
 from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
+from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
 from gitsync.reconcile.result import Result
 from gitsync.source import manifests
@@ -167,6 +175,9 @@ class Operator(Protocol):
 
     @property
     def kube(self) -> Client: ...
+
+    @property
+    def gate(self) -> Gate: ...
 
     @property
     def is_leader(self) -> Callable[[], bool]: ...
@@ -509,10 +520,13 @@ class Syncer:
         o = self.options
         guard = PruneGuard(o.prune, o.allow_empty, o.prune_max_fraction)
         planned = plan_prune(desired, tracked, guard, manifests_ok=manifests_ok, applied=applied)
+        gate = self.controller.gate
+        planned = hold_prunes(planned, tracked, gate.windows, gate.now())
+        result.changes.extend(c for c in planned.changes if c.action != "pruned")
         if planned.prune_skipped:
             result.prune_skipped = planned.prune_skipped
             log.warning("prune skipped: %s", planned.prune_skipped)
-        for change in planned.changes:
+        for change in (c for c in planned.changes if c.action == "pruned"):
             key, who = key_of_change(change), change.subject
             if self.cancel.is_set() or not self.controller.is_leader():
                 # checked before every delete, not once per pass: a replica deposed

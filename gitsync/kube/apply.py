@@ -50,6 +50,16 @@ class Applier:
             subject=subject(KIND, namespace, name),
         )
 
+    def remove_annotation(self, kind: str, namespace: str, name: str, key: str) -> Obj:
+        """Remove annotation ``key``, whoever set it (a merge patch: SSA can only let go
+        of what gitsync itself owns)."""
+        return self.kube.merge_patch(
+            path_of(kind, namespace, name),
+            {"metadata": {"annotations": {key: None}}},
+            field_manager=self.field_manager,
+            subject=subject(kind, namespace, name),
+        )
+
     def delete(
         self, kind: str, namespace: str, name: str, uid: str, resource_version: str | None = None
     ) -> None:

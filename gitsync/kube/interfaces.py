@@ -65,6 +65,8 @@ class Writer(Protocol):
         self, kind: str, namespace: str, name: str, uid: str, resource_version: str | None = None
     ) -> None: ...
 
+    def remove_annotation(self, kind: str, namespace: str, name: str, key: str) -> Obj: ...
+
 
 class StatusWriter(Protocol):
     """Server-side apply of a MyApp's status subresource."""

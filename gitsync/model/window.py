@@ -62,6 +62,8 @@ from typing import Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitsync.errors import ConfigError, printable, quote
+from gitsync.model.api import Obj
+from gitsync.model.order import SYNC_WINDOW, Wait
 
 Kind = Literal["allow", "deny"]
 #: how far ahead ``until`` and :func:`next_change` look
@@ -505,3 +507,64 @@ def _until(
             free = opens
         at = free
     return None
+
+
+#: on a live MyApp, lets its next change from Git through a closed window, once: gitsync
+#: removes it when that change is applied (``kubectl annotate myapp web
+#: gitsync.apps.example.com/sync-window-override=INC-123``; its value is recorded)
+OVERRIDE_ANNOTATION: Final = "gitsync.apps.example.com/sync-window-override"
+
+
+def closed_for(windows: Iterable[Window], myapp: Obj, now: datetime) -> Wait | None:
+    """What holds a change of ``myapp`` (Git's body) back at ``now``: a
+    :class:`~gitsync.model.order.Wait` naming the window and until when; None when open."""
+    meta = myapp.get("metadata") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    found = verdict(windows, str(meta.get("namespace") or ""), labels, now)
+    if found.open or found.window is None:
+        return None
+    return Wait(SYNC_WINDOW, found.describe(), found.window.name)
+
+
+def override_of(live: Obj | None) -> str:
+    """The one-shot override a live MyApp carries (its annotation's value), or ""."""
+    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(OVERRIDE_ANNOTATION)
+    return str(value) if value else ""
+
+
+#: how ``gitsync sync --ignore-windows`` is named where it let a change through
+IGNORE_FLAG: Final = "--ignore-windows"
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A window closed for a MyApp now: ``wait`` says which and until when, ``override``
+    what lets a change through it anyway ("" nothing: the annotation's value, or
+    :data:`IGNORE_FLAG`), ``frozen`` whether drift stays uncorrected meanwhile."""
+
+    wait: Wait
+    override: str = ""
+    frozen: bool = False
+
+
+@dataclass(frozen=True)
+class Windows:
+    """An instance's sync windows and how they apply: ``--sync-window``,
+    ``--windows-block-corrections`` (a closed window holds drift corrections back too),
+    and ``gitsync sync --ignore-windows`` (no window holds that run's changes back)."""
+
+    windows: tuple[Window, ...] = ()
+    block_corrections: bool = False
+    ignore: bool = False
+
+    def closed(self, git: Obj, live: Obj | None, now: datetime) -> Closed | None:
+        """The window closed now for Git's ``git`` (``live``: the MyApp as it is, which
+        may carry the one-shot override), or None."""
+        if not self.windows:
+            return None
+        wait = closed_for(self.windows, git, now)
+        if wait is None:
+            return None
+        override = IGNORE_FLAG if self.ignore else override_of(live)
+        return Closed(wait, override, self.block_corrections and not override)

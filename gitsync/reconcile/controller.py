@@ -31,6 +31,7 @@ from gitsync.model.api import (
     key_of,
 )
 from gitsync.model.rollout import RollbackPolicy
+from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Declared, Ledger
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.result import Result, foreign_deployment
@@ -101,6 +102,11 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self.myapps.add_handler(self._on_myapp)
         self.deployments.add_handler(self._on_deployment)
+
+    @property
+    def gate(self) -> Gate:
+        """Whether a change may be applied now (sync windows, dependencies)."""
+        return self.reconciler.gate
 
     @property
     def reconciles(self) -> int:

@@ -18,6 +18,7 @@ tests drive it with fakes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,8 +26,14 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Settings, pending, policy_for, serving
-from gitsync.errors import APINotFoundError, APITooManyRequestsError, GitsyncError, OwnershipError
+from gitsync.engine.planner import Settings, policy_for, serving
+from gitsync.errors import (
+    APINotFoundError,
+    APITooManyRequestsError,
+    GitsyncError,
+    OwnershipError,
+    quote,
+)
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
 from gitsync.model import myapp_status as statuslib
@@ -34,7 +41,9 @@ from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.model.render import render
+from gitsync.model.window import IGNORE_FLAG, OVERRIDE_ANNOTATION
 from gitsync.reconcile.converge import Outcome, converge
+from gitsync.reconcile.gate import Gate, Verdict
 from gitsync.reconcile.keylock import KeyLocks
 from gitsync.reconcile.ledger import Declared, Ledger, Record
 from gitsync.reconcile.result import MyAppAction, Result, Served, foreign_deployment
@@ -80,9 +89,8 @@ class Reconciler:
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks = KeyLocks()
         self.clock: Callable[[], float] = time.monotonic
-        #: the sync window that holds a MyApp's change back now, if any (the daemon's
-        #: windows; none by default)
-        self.window: Callable[[Obj], orderlib.Wait | None] = lambda _body: None
+        #: whether a change may be applied now: sync windows, then dependencies
+        self.gate = Gate(myapps, deployments, self.ledger)
         #: reconciles so far; workers and the sync pass count from their own threads,
         #: and ``+=`` is a read and a write another thread can come between
         self.reconciles = 0
@@ -180,7 +188,9 @@ class Reconciler:
         held, hold = served.held()
         state: rolloutlib.State | None = None
         try:
-            outcome: Outcome | None = self._converge_deployment(key, myapp, deployment_absent)
+            outcome: Outcome | None = self._converge_deployment(
+                key, myapp, deployment_absent, frozen=served.frozen
+            )
             error, permanent = "", False
             rec.last_error = None
             # a MyApp whose change waits runs a spec that is not Git's: no verdict on Git's
@@ -345,17 +355,24 @@ class Reconciler:
         git = declared.body
         held = rolloutlib.hold_of((myapp or {}).get("status"), git.get("spec"))
         body = serving(git, myapp)
-        wait = self._wait(body) if pending(body, myapp) else None
-        self._set_wait(key, rec, myapp, wait, orderlib.dependencies(body) if wait else ())
+        verdict = self.gate.judge(git, myapp)
+        wait = verdict.wait
+        on = orderlib.dependencies(body) if wait is not None and wait.hold == "dependency" else ()
+        self._set_wait(key, rec, myapp, wait, on)
         if wait is not None:
             # nothing of Git's change is applied; the live MyApp serves as it is, and
             # its Deployment is still held to it
             if myapp is None:
                 return None
-            return Served(myapp, [], "unchanged", git, held.rollback if held else None, wait)
+            rb = held.rollback if held else None
+            return Served(myapp, [], "unchanged", git, rb, wait, verdict.frozen)
         # suspend stops the Deployment, not the comparison of the MyApp with Git
         mp = policy_for(body, self.settings, suspendable=False)
+        if verdict.frozen:
+            mp = dataclasses.replace(mp, correct=False)
         res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp)
+        if verdict.through_window and res.action != "unchanged" and res.live is not None:
+            self._through_window(res.live, verdict)
         if res.corrected and myapp is not None:
             fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in res.corrected)
             self.events.emit(myapp, "Normal", "DriftCorrected", f"MyApp {name}: {fixed}")
@@ -364,29 +381,28 @@ class Reconciler:
             self.myapps.observe(res.live)
         if myapp is None:
             return None
-        return Served(myapp, list(res.drift), res.action, git, held.rollback if held else None)
+        rb = held.rollback if held else None
+        return Served(myapp, list(res.drift), res.action, git, rb, None, verdict.frozen)
 
-    def _wait(self, body: Obj) -> orderlib.Wait | None:
-        """What Git's change ``body`` waits for: a sync window, then the first of its
-        dependencies that is not Available at its own current desired spec."""
-        if (closed := self.window(body)) is not None:
-            return closed
-        for dep in orderlib.dependencies(body):
-            if why := self._not_ready(dep):
-                return orderlib.waiting_for(dep, why)
-        return None
-
-    def _not_ready(self, dep: str) -> str:
-        live = self.myapps.get(dep)
-        found = self.ledger.get(dep)
-        own = found.wait.message if found is not None and found.wait is not None else ""
-        declared = found.declared if found is not None else None
-        phase = statuslib.phase_of(self.deployments.get(dep))
-        if declared is None:
-            return orderlib.not_ready(live, None, False, own, phase)
-        git = declared.body
-        moving = pending(serving(git, live), live)
-        return orderlib.not_ready(live, git.get("spec") or {}, moving, own, phase)
+    def _through_window(self, myapp: Obj, verdict: Verdict) -> None:
+        """A change applied through a closed window: logged, recorded as an Event, and
+        the one-shot annotation that let it through removed (kept, it would let every
+        later change through too)."""
+        assert verdict.closed is not None
+        meta = myapp["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        how = verdict.override
+        if how != IGNORE_FLAG:
+            how = f"{OVERRIDE_ANNOTATION}={quote(how)}"
+            try:
+                self.writer.remove_annotation(
+                    KIND, meta["namespace"], meta["name"], OVERRIDE_ANNOTATION
+                )
+            except GitsyncError as e:
+                log.warning("could not remove the override: %s", e, extra={"key": key})
+        message = f"applied through a closed window ({verdict.closed.message}): {how}"
+        log.warning("%s", message, extra={"key": key})
+        self.events.emit(myapp, "Normal", "SyncWindowOverridden", message)
 
     def _set_wait(
         self,
@@ -419,11 +435,17 @@ class Reconciler:
         elif before is not None:
             log.info("no longer held: applying", extra={"key": key})
 
-    def _converge_deployment(self, key: str, myapp: Obj, absent: bool) -> Outcome:
+    def _converge_deployment(
+        self, key: str, myapp: Obj, absent: bool, *, frozen: bool = False
+    ) -> Outcome:
+        """``frozen``: drift is reported, not corrected (a closed window under
+        --windows-block-corrections)."""
         name = key.split("/", 1)[1]
         live = self.deployments.get(key) or self._uncached_deployment(key, myapp, absent)
         desired = render(myapp)
         p = policy_for(myapp, self.settings)
+        if frozen:
+            p = dataclasses.replace(p, correct=False)
         outcome = converge(self.writer, f"Deployment/{name}", desired, live, p)
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)

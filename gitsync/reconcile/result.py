@@ -75,6 +75,8 @@ class Served:
     git: Obj | None = None
     hold: rolloutlib.Rollback | None = None
     wait: orderlib.Wait | None = None
+    #: drift is reported, not corrected (a closed window under --windows-block-corrections)
+    frozen: bool = False
 
     def held(self) -> tuple[str, Hold]:
         """Why Git's spec is not what runs, and what holds it (("", "") when nothing)."""

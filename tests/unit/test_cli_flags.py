@@ -13,9 +13,11 @@ from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
 from gitsync.cli.flags import Flags, parse, parse_run
+from gitsync.cli.options import policy_options
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
 from gitsync.cli.validate import validate
+from gitsync.errors import ConfigError
 
 #: what the commands take as parameters of their own, not through parse
 OWN = {"output", "color"}
@@ -88,3 +90,33 @@ def test_namespaces_not_given_are_the_fallback() -> None:
     assert (where.default, where.status) == ("shop", "team")
     where = parse({"status_namespace": "ops"}).namespaces("team")
     assert (where.default, where.status) == ("team", "ops")
+
+
+def test_sync_windows_come_from_flags_or_one_variable_split_at_semicolons() -> None:
+    """What click gives the command: several --sync-window, or GITSYNC_SYNC_WINDOW with
+    windows separated by ';' (a window holds spaces); a bad one is a usage error naming it."""
+    from click.testing import CliRunner
+
+    seen: list[Flags] = []
+
+    @click.command()
+    @policy_options
+    def probe(**kw: object) -> None:
+        seen.append(parse(kw))
+
+    runner = CliRunner()
+    night = "deny 0 22 * * * 8h Europe/Berlin name=night"
+    day = "allow 0 8 * * 1-5 10h UTC name=day"
+    assert runner.invoke(probe, ["--sync-window", night, "--sync-window", day]).exit_code == 0
+    assert [w.name for w in seen[-1].sync_window] == ["night", "day"]
+    result = runner.invoke(probe, [], env={"GITSYNC_SYNC_WINDOW": f"{night};{day}\n"})
+    assert result.exit_code == 0, result.output
+    assert [w.name for w in seen[-1].sync_window] == ["night", "day"]
+    assert seen[-1].windows().windows == seen[-1].sync_window
+    assert runner.invoke(probe, [], env={"GITSYNC_SYNC_WINDOW": ""}).exit_code == 0
+    assert seen[-1].sync_window == ()
+    assert not seen[-1].windows_block_corrections and not seen[-1].ignore_windows
+    bad = runner.invoke(probe, ["--sync-window", "deny 0 22 * * * forever"])
+    assert isinstance(bad.exception, ConfigError) and "deny 0 22 * * * forever" in str(
+        bad.exception
+    )

@@ -6,6 +6,7 @@ No cluster: the daemon gets a stand-in controller, and its sync trigger is count
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -25,6 +26,7 @@ from gitsync.daemon.httpproto import Request
 from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
 from gitsync.daemon.webhook import Receiver
+from gitsync.model.window import Windows
 from gitsync.reconcile.controller import Controller
 from gitsync.reconcile.ledger import Ledger
 
@@ -70,6 +72,7 @@ def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
         ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
     )
     daemon = Daemon(

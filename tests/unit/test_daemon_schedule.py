@@ -6,6 +6,7 @@ the test lets each one finish; the real APScheduler runs them.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,9 +15,10 @@ from typing import cast
 
 import pytest
 
-from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.daemon.daemon import WINDOW_JOB_ID, Daemon, DaemonOptions
 from gitsync.engine.changeset import Change, ChangeSet
 from gitsync.gitops.sync import Syncer
+from gitsync.model.window import Windows, parse_all
 from gitsync.reconcile.controller import Controller
 from gitsync.reconcile.ledger import Ledger
 
@@ -68,6 +70,7 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
         ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
@@ -170,6 +173,7 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
         ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
         start=lambda: None,
@@ -210,6 +214,7 @@ def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
         ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
@@ -267,6 +272,7 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         myapps=SimpleNamespace(synced=threading.Event()),
         kube=SimpleNamespace(requests={}),
         ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
@@ -284,3 +290,38 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         assert 'gitsync_held{reason="rollback"} 0.0' in m.render()
     finally:
         daemon.http.server_close()
+
+
+def test_a_pass_is_scheduled_a_second_after_each_window_edge() -> None:
+    """Catch-up: what a window held is applied when it opens, not at the next poll."""
+    night = parse_all(["deny 0 22 * * * 8h Europe/Berlin name=night"])
+    clock = [dt.datetime(2027, 1, 4, 3, 0, tzinfo=dt.UTC)]  # 04:00 Berlin: closed
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event()),
+        kube=SimpleNamespace(requests={}),
+        ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(night), now=lambda: clock[0]),
+        events=SimpleNamespace(dropped=0, listeners=[]),
+        wait_synced=lambda _timeout: True,
+    )
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
+    daemon = Daemon(cast(Controller, fake), cast(Syncer, GatedSyncer()), options)
+    daemon.scheduler.start(paused=True)  # as after schedule(), with nothing run
+    daemon._at_next_window_edge()
+    job = daemon.scheduler.get_job(WINDOW_JOB_ID)
+    # the window closes at 06:00 Berlin (05:00 UTC): a pass one second later
+    assert job is not None and job.trigger.run_date == dt.datetime(
+        2027, 1, 4, 5, 0, 1, tzinfo=dt.UTC
+    )
+    assert job.func == daemon.trigger
+    # after that, the next edge is when it closes again, 22:00 Berlin (21:00 UTC)
+    clock[0] = dt.datetime(2027, 1, 4, 5, 0, 1, tzinfo=dt.UTC)
+    daemon._at_next_window_edge()
+    (job,) = [j for j in daemon.scheduler.get_jobs() if j.id == WINDOW_JOB_ID]
+    assert job.trigger.run_date == dt.datetime(2027, 1, 4, 21, 0, 1, tzinfo=dt.UTC)
+    daemon.scheduler.shutdown(wait=False)
+    # no windows: no such job
+    fake.gate = SimpleNamespace(windows=Windows(), now=lambda: clock[0])
+    quiet = Daemon(cast(Controller, fake), cast(Syncer, GatedSyncer()), options)
+    quiet._at_next_window_edge()
+    assert quiet.scheduler.get_job(WINDOW_JOB_ID) is None

@@ -4,17 +4,20 @@ with its reason, and nothing of it is written; what Git did not change never wai
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
-from gitsync.engine.changeset import plan
+from gitsync.engine.changeset import PruneGuard, hold_prunes, plan, plan_prune
 from gitsync.model.api import Obj
-from gitsync.model.order import Wait
 from gitsync.model.render import render
+from gitsync.model.window import OVERRIDE_ANNOTATION, Windows, parse_all
 from tests.unit.test_plan import applied
 
 
-def app(name: str, *deps: str, uid: str = "", **spec: Any) -> Obj:
+def app(name: str, *deps: str, uid: str = "", tier: str = "", **spec: Any) -> Obj:
     meta: Obj = {"name": name, "namespace": "shop"}
+    if tier:
+        meta["labels"] = {"tier": tier}
     if uid:
         meta["uid"] = uid
     return {
@@ -122,28 +125,106 @@ def test_drift_of_a_waiting_myapps_deployment_is_still_corrected() -> None:
     assert "drift corrected" in got["Deployment/shop/web"][2]
 
 
+NIGHT = "deny 0 22 * * * 8h Europe/Berlin name=freeze selector=tier=data"
+AT_NIGHT = dt.datetime(2027, 1, 4, 3, 0, tzinfo=dt.UTC)  # 04:00 in Berlin
+UNTIL = "2027-01-04T06:00:00+01:00"
+
+
 def test_a_window_holds_a_change_and_what_waits_on_it() -> None:
-    db_live, db_dep = running(app("db"))
+    db_live, db_dep = running(app("db", tier="data"))
     web_live, web_dep = running(app("web", "db"))
-    closed = Wait("SyncWindow", "held by window freeze until 2027-01-04T06:00:00+01:00")
     changes = plan(
-        {"shop/db": app("db", image="db:2"), "shop/web": app("web", "db", replicas=3)},
+        {
+            "shop/db": app("db", tier="data", image="db:2"),
+            "shop/web": app("web", "db", replicas=3),
+        },
         {"shop/db": db_live, "shop/web": web_live},
         {"shop/db": db_dep, "shop/web": web_dep},
-        window=lambda body: closed if body["metadata"]["name"] == "db" else None,
+        windows=Windows(parse_all([NIGHT])),
+        now=AT_NIGHT,
     )
     got = actions(changes)
+    why = 'held by window "freeze" until 2027-01-04T06:00:00+01:00'
     assert got["MyApp/shop/db"][:2] == ("unchanged", "window")
-    assert got["MyApp/shop/db"][2].startswith(closed.message)
-    assert got["MyApp/shop/web"][2].startswith(
-        "waiting for MyApp/shop/db (itself held by window freeze"
-    )
+    assert got["MyApp/shop/db"][2].startswith(why)
+    assert got["MyApp/shop/web"][2].startswith(f"waiting for MyApp/shop/db (itself {why})")
     assert not changes.writes
+    # in the morning, both go (db first: web still waits for db's rollout)
+    morning = plan(
+        {
+            "shop/db": app("db", tier="data", image="db:2"),
+            "shop/web": app("web", "db", replicas=3),
+        },
+        {"shop/db": db_live, "shop/web": web_live},
+        {"shop/db": db_dep, "shop/web": web_dep},
+        windows=Windows(parse_all([NIGHT])),
+        now=AT_NIGHT + dt.timedelta(hours=4),
+    )
+    assert actions(morning)["MyApp/shop/db"][0] == "configured"
     # a window over what Git did not change holds nothing
     same = plan(
-        {"shop/db": copy.deepcopy(app("db"))},
+        {"shop/db": copy.deepcopy(app("db", tier="data"))},
         {"shop/db": db_live},
         {"shop/db": db_dep},
-        window=lambda _body: closed,
+        windows=Windows(parse_all([NIGHT])),
+        now=AT_NIGHT,
     )
     assert same.held() == []
+
+
+def test_diff_predicts_an_override_and_blocked_corrections() -> None:
+    db_live, db_dep = running(app("db", tier="data"))
+    scaled = applied(render(db_live), **{"kubectl-scale": 7})
+    desired = {"shop/db": app("db", tier="data")}
+    night = parse_all([NIGHT])
+    live = {"shop/db": db_live}
+    corrected = plan(desired, live, {"shop/db": scaled}, windows=Windows(night), now=AT_NIGHT)
+    assert actions(corrected)["Deployment/shop/db"][0] == "configured"
+    frozen = plan(
+        desired,
+        {"shop/db": db_live},
+        {"shop/db": scaled},
+        windows=Windows(night, block_corrections=True),
+        now=AT_NIGHT,
+    )
+    assert actions(frozen)["Deployment/shop/db"][0] == "drifted"
+    assert not frozen.writes
+    annotated = copy.deepcopy(db_live)
+    annotated["metadata"]["annotations"][OVERRIDE_ANNOTATION] = "INC-1"
+    change = {"shop/db": app("db", tier="data", image="db:2")}
+    deps = {"shop/db": db_dep}
+    through = plan(change, {"shop/db": annotated}, deps, windows=Windows(night), now=AT_NIGHT)
+    assert actions(through)["MyApp/shop/db"][0] == "configured"
+    ignored = plan(
+        change,
+        {"shop/db": db_live},
+        {"shop/db": db_dep},
+        windows=Windows(night, ignore=True),
+        now=AT_NIGHT,
+    )
+    assert actions(ignored)["MyApp/shop/db"][0] == "configured"
+
+
+def test_a_closed_window_holds_a_prune_until_it_opens() -> None:
+    gone = app("db", tier="data")
+    other = app("old")
+    tracked = {"shop/db": gone, "shop/old": other}
+    prune = plan_prune(set(), tracked, PruneGuard(allow_empty=True, max_fraction=1))
+    night = Windows(parse_all([NIGHT]))
+    held = hold_prunes(prune, tracked, night, AT_NIGHT)
+    why = (
+        'removed from Git, not pruned yet: held by window "freeze" until 2027-01-04T06:00:00+01:00'
+    )
+    assert actions(held) == {
+        "MyApp/shop/db": ("unchanged", "window", why),
+        "MyApp/shop/old": ("pruned", "", "removed from Git"),
+    }
+    assert actions(hold_prunes(prune, tracked, night, AT_NIGHT + dt.timedelta(hours=4))) == {
+        "MyApp/shop/db": ("pruned", "", "removed from Git"),
+        "MyApp/shop/old": ("pruned", "", "removed from Git"),
+    }
+    # the one-shot override lets the prune through too
+    annotated = copy.deepcopy(gone)
+    annotated["metadata"]["annotations"] = {OVERRIDE_ANNOTATION: "INC-7"}
+    through = hold_prunes(prune, {**tracked, "shop/db": annotated}, night, AT_NIGHT)
+    assert actions(through)["MyApp/shop/db"][0] == "pruned"

@@ -5,6 +5,7 @@ ledger, and never holds back a MyApp Git did not change."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
 from gitsync.kube.client import path_of
@@ -12,6 +13,7 @@ from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.model.order import Wait
+from gitsync.model.window import OVERRIDE_ANNOTATION, Windows, parse_all
 from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import Reconciler
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
@@ -171,18 +173,92 @@ def test_a_dependency_declared_by_the_pass_counts_before_it_is_reconciled() -> N
     assert (w.stored("web") or {})["spec"]["replicas"] == 2
 
 
-def test_a_window_holds_a_change_before_any_dependency_and_lets_drift_be() -> None:
+NOW = dt.datetime(2027, 1, 4, 3, 0, tzinfo=dt.UTC)  # a Monday, 04:00 in Berlin
+#: closed from 22:00 to 06:00 Berlin time, every night
+NIGHT = "deny 0 22 * * * 8h Europe/Berlin name=night"
+UNTIL = "2027-01-04T06:00:00+01:00"
+
+
+def windowed(*texts: str, **kw: bool) -> World:
     w = World()
-    w.r.reconcile("shop/web", declared(myapp("web")))
-    closed = Wait("SyncWindow", "held by window freeze until 2027-01-04T06:00:00+01:00")
-    w.r.window = lambda body: closed if body["metadata"]["name"] == "web" else None
+    w.r.gate.windows = Windows(parse_all(texts), **kw)
+    w.r.gate.now = lambda: NOW
+    return w
+
+
+def test_a_closed_window_holds_a_change_and_says_until_when() -> None:
+    w = windowed(NIGHT)
+    w.r.reconcile("shop/web", declared(myapp("web")))  # (new: created is a change too)
+    assert w.stored("web") is None
+    w.r.gate.now = lambda: NOW + dt.timedelta(hours=4)  # 08:00 in Berlin: open
+    assert w.r.reconcile("shop/web", declared(myapp("web"))).action == "created"
+    w.r.gate.now = lambda: NOW
     result = w.r.reconcile("shop/web", declared(myapp("web", replicas=4)))
-    assert (result.held, result.hold) == (closed.message, "window")
+    why = f'held by window "night" until {UNTIL}'
+    assert (result.held, result.hold) == (why, "window")
     assert (w.stored("web") or {})["spec"]["replicas"] == 2
     waiting = w.condition("web", "Waiting")
-    assert waiting is not None and waiting["reason"] == "SyncWindow"
+    assert waiting is not None and (waiting["reason"], waiting["message"]) == ("SyncWindow", why)
+    assert w.events.events[-1] == ("Normal", "SyncWindow", why)
     # the same spec as applied: no change to hold, whatever the window says
     assert w.r.reconcile("shop/web", declared(myapp("web"))).hold == ""
+    # a window narrowed to other namespaces holds nothing here
+    other = windowed("deny 0 22 * * * 8h Europe/Berlin namespaces=prod")
+    other.r.reconcile("shop/web", declared(myapp("web")))
+    assert other.stored("web") is not None
+
+
+def test_drift_is_corrected_in_a_closed_window_unless_corrections_are_blocked() -> None:
+    for block, replicas in ((False, 2), (True, 9)):
+        w = windowed(NIGHT, block_corrections=block)
+        w.r.gate.now = lambda: NOW + dt.timedelta(hours=4)
+        w.r.reconcile("shop/web", declared(myapp("web")))
+        w.r.gate.now = lambda: NOW
+        dep = w.stored("web", "Deployment")
+        assert dep is not None
+        dep["spec"]["replicas"] = 9  # kubectl scale, at night
+        w.deployments.observe(copy.deepcopy(dep))
+        w.r.reconcile("shop/web", declared(myapp("web")))
+        assert (w.stored("web", "Deployment") or {})["spec"]["replicas"] == replicas, block
+        drift = (w.stored("web") or {})["status"]["drift"]
+        assert [d["path"] for d in drift] == (["spec.replicas"] if block else []), block
+
+
+def test_the_one_shot_annotation_lets_one_change_through_and_is_removed() -> None:
+    w = windowed(NIGHT)
+    w.r.gate.now = lambda: NOW + dt.timedelta(hours=4)
+    w.r.reconcile("shop/web", declared(myapp("web")))
+    w.r.gate.now = lambda: NOW
+    live = w.stored("web")
+    assert live is not None
+    live["metadata"]["annotations"][OVERRIDE_ANNOTATION] = "INC-42"
+    w.myapps.observe(copy.deepcopy(live))
+    result = w.r.reconcile("shop/web", declared(myapp("web", replicas=3)))
+    assert result.action == "configured" and result.hold == ""
+    assert (w.stored("web") or {})["spec"]["replicas"] == 3
+    assert OVERRIDE_ANNOTATION not in (w.stored("web") or {})["metadata"]["annotations"]
+    assert ("patch", path_of("MyApp", "shop", "web")) in w.cluster.writes
+    why = f'held by window "night" until {UNTIL}'
+    assert (
+        "Normal",
+        "SyncWindowOverridden",
+        f"applied through a closed window ({why}): {OVERRIDE_ANNOTATION}='INC-42'",
+    ) in w.events.events
+    # once: the next change waits again
+    w.myapps.observe(copy.deepcopy(w.stored("web") or {}))
+    assert w.r.reconcile("shop/web", declared(myapp("web", replicas=5))).hold == "window"
+
+
+def test_ignore_windows_applies_and_records_each_change_it_let_through() -> None:
+    w = windowed(NIGHT, ignore=True)
+    result = w.r.reconcile("shop/web", declared(myapp("web")))
+    assert result.action == "created" and w.stored("web") is not None
+    reasons = [(r, m.endswith(": --ignore-windows")) for _, r, m in w.events.events]
+    assert ("SyncWindowOverridden", True) in reasons
+    # nothing changed, nothing recorded
+    events = len(w.events.events)
+    w.r.reconcile("shop/web", declared(myapp("web")))
+    assert len(w.events.events) == events
 
 
 def test_a_myapp_left_git_no_longer_waits_nor_is_woken() -> None:

@@ -20,6 +20,7 @@ from gitsync.kube.interfaces import Cache, Recorder
 from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
 from gitsync.model.instance import refusal_of
 from gitsync.model.myapp_status import SyncInfo
+from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
 from gitsync.reconcile.reconciler import ObjectWriter, Reconciler
 from gitsync.reconcile.result import Result
@@ -68,6 +69,10 @@ class FakeOperator:
     @property
     def ledger(self) -> Ledger:
         return self.reconciler.ledger
+
+    @property
+    def gate(self) -> Gate:
+        return self.reconciler.gate
 
     @property
     def settings(self) -> Settings:

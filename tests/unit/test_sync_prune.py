@@ -3,6 +3,7 @@ when a MyApp changes between the read and the delete."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import APIConflictError
 from gitsync.gitops.sync import Operator, Syncer, SyncOptions
 from gitsync.model.api import SOURCE_LABEL
+from gitsync.model.window import Windows
 from gitsync.reconcile.ledger import Ledger
 from gitsync.source.checkout import Source
 
@@ -58,7 +60,12 @@ def tracking(s: Syncer, gone: str) -> dict[str, dict[str, Any]]:
 
 def syncer(api: FakeAPI) -> Syncer:
     controller = SimpleNamespace(
-        myapps=api.cache, applier=api, ledger=Ledger(), events=api, is_leader=lambda: api.leader
+        myapps=api.cache,
+        applier=api,
+        ledger=Ledger(),
+        events=api,
+        is_leader=lambda: api.leader,
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
     )
     options = SyncOptions(repo="https://git.example.com/apps.git", path="apps")
     return Syncer(cast(Operator, controller), cast(Source, SimpleNamespace()), options)
