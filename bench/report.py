@@ -71,7 +71,7 @@ def facts(kube: Kube) -> Results:
 #: keys of the results that belong to no part
 _RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
 #: the parts whose results sit under a key of their own name; core's are the rest
-_KEYED_PARTS = ("scale", "versus", "rollback")
+_KEYED_PARTS = ("scale", "versus", "rollback", "order")
 
 
 def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
@@ -231,7 +231,22 @@ def markdown(out: Results) -> str:
         lines += [*versus_table(out["versus"]), "", *_measured(out, "versus")]
     if out.get("rollback"):
         lines += [*rollback_lines(out["rollback"]), "", *_measured(out, "rollback")]
+    if out.get("order"):
+        lines += [*order_lines(out["order"]), "", *_measured(out, "order")]
     return "\n".join(lines)
+
+
+def order_lines(o: Results) -> list[str]:
+    """The dependsOn chain (bench/order.py) in words."""
+    return [
+        f"A chain of {o.get('n', '?')} MyApps (each dependsOn the one before) changed by one "
+        f"commit: push to the last link applied {o.get('to_last_applied_s', '?')} s, to it "
+        f"Available {o.get('to_last_available_s', '?')} s; gitsync's own delay per link "
+        f"(dependency Available to the next link's new template, one watch) p50 "
+        f"{_get(o, 'per_link_s', 'p50')} s, max {_get(o, 'per_link_s', 'max')} s (target < 1 s); "
+        f"each link's rollout p50 {_get(o, 'rollout_per_link_s', 'p50')} s; in order: "
+        f"{'yes' if o.get('in_order') else 'NO'}."
+    ]
 
 
 def rollback_lines(rb: Results) -> list[str]:

@@ -2,7 +2,7 @@
 
     python -m bench.run            # everything below, at the default sizes
 
-Four parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus,rollback``):
+Five parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus,rollback,order``):
 
 - core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
   next to ``kubectl apply/diff --server-side``;
@@ -12,7 +12,9 @@ Four parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus,rollback``):
   1000), GITSYNC_BENCH_RUNS alternating runs (default 3), one poll interval of
   GITSYNC_BENCH_INTERVAL seconds for both (default 60);
 - rollback: a commit that breaks apps, gitsync with ``--rollback auto`` next to Flux
-  (bench/rollback.py).
+  (bench/rollback.py);
+- order: a chain of MyApps (``dependsOn``) changed by one commit: push to the last link,
+  and gitsync's delay per link (bench/order.py).
 
 Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
 The parts a run leaves out are carried over from bench/results/latest.json (unless
@@ -43,6 +45,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from bench import order as orderlib
 from bench import profile, report, versus
 from bench import rollback as rollbacklib
 from bench.common import (
@@ -468,7 +471,9 @@ def _partial(out: Results) -> None:
 
 
 def main() -> int:
-    parts = set(os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus,rollback").split(","))
+    parts = set(
+        os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus,rollback,order").split(",")
+    )
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
     settings = versus.Settings(
         n=int(os.environ.get("GITSYNC_BENCH_VS_N", "1000")),
@@ -508,6 +513,9 @@ def main() -> int:
             _partial(out)
         if "rollback" in parts:
             out["rollback"] = rollbacklib.rollback(kube, tmp)
+            _partial(out)
+        if "order" in parts:
+            out["order"] = orderlib.chain(kube, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if out.get("profiled"):

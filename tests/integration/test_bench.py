@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench import order as orderlib
 from bench import report, versus
 from bench import rollback as rollbacklib
 from gitsync.kube.client import Kube
@@ -61,3 +62,14 @@ def test_a_broken_commit_gitsync_rolls_back_and_flux_stays_down(
     assert f["still_degraded"] == 2 and f["watched_past_deadline_s"] >= 5
     text = report.markdown({"n": 3, "smoke": True, "rollback": out})
     assert "A commit breaks 2 of 3 MyApps" in text and "Flux: 2 of 2 still not" in text
+
+
+def test_a_chain_changed_by_one_commit_is_applied_link_after_link(
+    kube: Kube, crd: str, tmp_path: Path
+) -> None:
+    out = orderlib.chain(kube, tmp_path / "work", orderlib.Settings(n=3, timeout=120.0))
+    assert out["n"] == 3 and out["in_order"] is True
+    assert 0 <= out["per_link_s"]["p50"] <= out["per_link_s"]["max"]
+    assert out["to_last_available_s"] >= out["to_last_applied_s"] > 0
+    text = report.markdown({"n": 3, "smoke": True, "order": out})
+    assert "A chain of 3 MyApps" in text and "in order: yes" in text
