@@ -29,6 +29,7 @@ from typing import Any
 from bench import versus
 from bench.common import KUBECTL, app_yaml, namespace, sh, wait
 from bench.gitserver import GitHttpServer
+from bench.rollback import deployment_available, image_of
 from gitsync.kube.client import Kube
 
 Results = dict[str, Any]
@@ -39,21 +40,6 @@ OLD, NEW = "nginx:1.27", "nginx:1.28"
 class Settings:
     n: int = int(os.environ.get("GITSYNC_BENCH_CHAIN_N", "10"))
     timeout: float = 300.0
-
-
-def _image(dep: dict[str, Any]) -> str:
-    return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
-
-
-def _available(dep: dict[str, Any]) -> bool:
-    st = dep.get("status") or {}
-    want = dep["spec"].get("replicas", 1)
-    return (
-        st.get("observedGeneration") == dep["metadata"].get("generation")
-        and st.get("updatedReplicas") == want
-        and st.get("availableReplicas") == want
-        and not st.get("unavailableReplicas")
-    )
 
 
 @dataclass
@@ -67,11 +53,11 @@ class Watch:
     def arrived(self, _kind: str, dep: dict[str, Any]) -> None:
         now = time.perf_counter()
         name = dep["metadata"]["name"]
-        if _image(dep) != NEW:
+        if image_of(dep) != NEW:
             return
         with self.lock:
             self.applied.setdefault(name, now)
-            if _available(dep):
+            if deployment_available(dep):
                 self.available.setdefault(name, now)
 
 

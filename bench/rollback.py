@@ -51,11 +51,11 @@ class Settings:
     timeout: float = 300.0
 
 
-def _image(dep: dict[str, Any]) -> str:
+def image_of(dep: dict[str, Any]) -> str:
     return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
-def _available(dep: dict[str, Any]) -> bool:
+def deployment_available(dep: dict[str, Any]) -> bool:
     st = dep.get("status") or {}
     want = dep["spec"].get("replicas", 1)
     return (
@@ -91,14 +91,14 @@ class Watch:
             return
         with self.lock:
             t = self.timelines.setdefault(name, Timeline())
-            image = _image(dep)
+            image = image_of(dep)
             if image == BROKEN and t.broken is None:
                 t.broken = now
             if t.broken is not None and t.deadline is None and rollout.failure(dep):
                 t.deadline = now
             if t.deadline is not None and image == GOOD and t.restored is None:
                 t.restored = now
-            if t.restored is not None and t.available is None and _available(dep):
+            if t.restored is not None and t.available is None and deployment_available(dep):
                 t.available = now
 
 
@@ -186,8 +186,8 @@ def one_tool(kube: Kube, tmp: Path, server: GitHttpServer, tool: str, s: Setting
                 out["still_degraded"] = sum(
                     1
                     for a in broken
-                    if not _available(obs.deployments.get(f"{ns}/{a}") or {"spec": {}})
-                    or _image(obs.deployments.get(f"{ns}/{a}") or {}) == BROKEN
+                    if not deployment_available(obs.deployments.get(f"{ns}/{a}") or {"spec": {}})
+                    or image_of(obs.deployments.get(f"{ns}/{a}") or {}) == BROKEN
                 )
     finally:
         running.stop()
