@@ -45,19 +45,19 @@ What a window means:
 ``until`` and :func:`next_change` look :data:`HORIZON` ahead and no further, so a window
 that never opens costs a bounded search. Starts are found by walking local dates and the
 matched hours and minutes of each matched day, never minute by minute; each day's
-occurrences, merged, are computed once (:func:`_runs`), and so is each window's next
+starts are computed once (:func:`_starts`), and so is each window's next
 opening and closing after an instant: give every MyApp of a pass the same ``now``.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
-from operator import itemgetter
 from typing import Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -73,9 +73,6 @@ MAX_DURATION: Final = timedelta(days=31)
 #: beyond the horizon: later than any instant that is compared with it
 NEVER: Final = datetime.max.replace(tzinfo=UTC)
 _DAY: Final = timedelta(days=1)
-_SECOND: Final = timedelta(seconds=1)
-#: the longest day of each month, Feb 29 included: a day field no month reaches is an error
-_MONTH_DAYS: Final = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _NUMBER = re.compile(r"[0-9]{1,9}")
 _DURATION = re.compile(r"(?:([0-9]{1,9})d)?(?:([0-9]{1,9})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,9})s)?")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -159,10 +156,10 @@ class Window:
     zone: ZoneInfo
     name: str
     #: empty: every namespace
-    namespaces: frozenset[str] = frozenset()
+    namespaces: frozenset[str]
     #: empty: every MyApp
-    selector: tuple[Requirement, ...] = ()
-    text: str = ""
+    selector: tuple[Requirement, ...]
+    text: str
 
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """Whether the window governs a MyApp of ``namespace`` with ``labels``."""
@@ -252,15 +249,15 @@ def _parse(text: str) -> Window:
     kind = tokens[0].lower()
     if kind not in ("allow", "deny"):
         raise ValueError(f"the kind {quote(tokens[0])} is neither allow nor deny")
-    fields = [_field(t, f) for t, f in zip(tokens[1:6], _FIELDS, strict=True)]
-    minutes, hours, days, months, weekdays = fields
+    minutes, hours, days, months, weekdays = map(_field, tokens[1:6], _FIELDS)
     any_day, any_weekday = tokens[3].startswith("*"), tokens[5].startswith("*")
     cron = Cron(
         tuple(sorted(minutes)), tuple(sorted(hours)), days, months, weekdays, any_day, any_weekday
     )
     # with any weekday, only the days of month open the window: one no month has, never
+    # (the longest of each month is a leap year's: 2028's)
     if cron.any_weekday and not any(
-        d <= _MONTH_DAYS[m - 1] for m in cron.months for d in cron.days
+        d <= calendar.monthrange(2028, m)[1] for m in cron.months for d in cron.days
     ):
         raise ValueError(f"no month of {tokens[4]} has a day {tokens[3]}: it never opens")
     options = _options(tokens[7:])
@@ -310,7 +307,7 @@ def _value(text: str, field: Field) -> int:
 
 def _duration(text: str) -> timedelta:
     found = _DURATION.fullmatch(text)
-    if not text or found is None:
+    if found is None:
         raise ValueError(f"the duration {quote(text)} is not like 90m, 1h30m or 1d12h")
     d, h, m, s = (int(g or 0) for g in found.groups())
     # counted in seconds first: a huge amount is refused, not an OverflowError
@@ -346,7 +343,7 @@ def _zone(name: str) -> ZoneInfo:
 
 
 def _namespaces(text: str | None) -> frozenset[str]:
-    names = frozenset((text or "").split(",")) if text is not None else frozenset()
+    names = frozenset(text.split(",")) if text is not None else frozenset()
     for name in names:
         if not _LABEL.fullmatch(name):
             raise ValueError(f"the namespace {quote(name)} is not a DNS label")
@@ -385,38 +382,29 @@ def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
     first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
     if first.astimezone(zone).replace(tzinfo=None) == wall:
         return first
-    # the gap's end lies after the wall time read with the offset after the switch
-    # (fold=1) and at or before it read with the offset before (fold=0): bisect seconds
-    low, high = wall.replace(tzinfo=zone, fold=1).astimezone(UTC), first
-    after = first.astimezone(zone).utcoffset()
-    while high - low > _SECOND:
-        middle = low + _SECOND * ((high - low) // _SECOND // 2)
-        if middle.astimezone(zone).utcoffset() == after:
-            high = middle
-        else:
-            low = middle
-    return high
+    # the gap's end is the first instant whose offset is the one after the switch, from
+    # the wall time read with that offset (fold=1, before the gap) to ``first``
+    low = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    after = _offset(first, zone)
+    span = range(int((first - low).total_seconds()))
+    seconds = bisect_left(span, after, key=lambda s: _offset(low + timedelta(seconds=s), zone))
+    return low + timedelta(seconds=seconds)
+
+
+def _offset(at: datetime, zone: ZoneInfo) -> timedelta:
+    # never None: a ZoneInfo gives every instant an offset
+    return at.astimezone(zone).utcoffset() or timedelta()
 
 
 @lru_cache(maxsize=4096)
-def _runs(
-    cron: Cron, zone: ZoneInfo, duration: timedelta, day: date
-) -> tuple[tuple[datetime, datetime], ...]:
-    """The occurrences that start on local date ``day``, in order, as (start, end) of each
-    stretch of them that overlap or touch. Starts never decrease with the wall time they
-    come from (a gap's collapse onto its end included), so each day's follow the day
-    before's."""
+def _starts(cron: Cron, zone: ZoneInfo, day: date) -> tuple[datetime, ...]:
+    """The instants the occurrences of local date ``day`` start, in order: a start never
+    comes before one of an earlier wall time (a gap's collapse onto its end included), so
+    each day's also follow the day before's."""
     if not cron.matches(day):
         return ()
-    runs: list[tuple[datetime, datetime]] = []
-    for hour in cron.hours:
-        for minute in cron.minutes:
-            start = _instant(datetime.combine(day, time(hour, minute)), zone)
-            if runs and start <= runs[-1][1]:
-                runs[-1] = (runs[-1][0], start + duration)
-            else:
-                runs.append((start, start + duration))
-    return tuple(runs)
+    walls = (datetime.combine(day, time(h, m)) for h in cron.hours for m in cron.minutes)
+    return tuple(_instant(wall, zone) for wall in walls)
 
 
 @lru_cache(maxsize=4096)
@@ -425,8 +413,8 @@ def _midnight(day: date, zone: ZoneInfo) -> datetime:
     return _instant(datetime.combine(day, time()), zone)
 
 
-def _day_runs(w: Window, day: date) -> tuple[tuple[datetime, datetime], ...]:
-    return _runs(w.cron, w.zone, w.duration, day)
+def _day_starts(w: Window, day: date) -> tuple[datetime, ...]:
+    return _starts(w.cron, w.zone, day)
 
 
 def _local_date(at: datetime, zone: ZoneInfo) -> date:
@@ -434,17 +422,16 @@ def _local_date(at: datetime, zone: ZoneInfo) -> date:
 
 
 def _covering(w: Window, at: datetime) -> datetime | None:
-    """The end of the stretch of ``w``'s occurrences that holds ``at``, as far as the day
-    of its last start before ``at`` knows it; None when none holds it."""
+    """The end of the last occurrence of ``w`` to start at or before ``at``, when it holds
+    ``at``; None when none does. Occurrences last alike: the last to start ends last."""
     day = _local_date(at, w.zone)
     # a start on an earlier day than ``at - duration``'s is over by then
     first = _local_date(at - w.duration, w.zone)
     while day >= first:
-        runs = _day_runs(w, day)
-        i = bisect_right(runs, at, key=itemgetter(0))
+        starts = _day_starts(w, day)
+        i = bisect_right(starts, at)
         if i:
-            # the last start at or before ``at`` is on this day, and ends last of all
-            end = runs[i - 1][1]
+            end = starts[i - 1] + w.duration
             return end if end > at else None
         day -= _DAY
     return None
@@ -457,24 +444,24 @@ def _inactive_from(w: Window, at: datetime, limit: datetime) -> datetime:
     if end is None:
         return at
     day = _local_date(at, w.zone)
-    while end <= limit:
-        if _midnight(day, w.zone) > end:
-            return end
-        for start, stop in _day_runs(w, day):
+    # a day that begins after ``end`` holds no start that could carry the stretch on
+    while end <= limit and _midnight(day, w.zone) <= end:
+        for start in _day_starts(w, day):
             if start > end:
                 return end
-            end = max(end, stop)
+            # a start before ``at`` ends before ``end``: max keeps the stretch's end
+            end = max(end, start + w.duration)
         day += _DAY
-    return NEVER
+    return end if end <= limit else NEVER
 
 
 @lru_cache(maxsize=1024)
 def _next_start(w: Window, at: datetime, limit: datetime) -> datetime:
-    """The first start after ``at`` of a stretch of ``w`` (NEVER past ``limit``); ``w`` is
-    not active at ``at``, so it is when the window opens next."""
+    """The first start of ``w`` after ``at`` (NEVER past ``limit``): where ``w`` is not
+    active at ``at``, when it opens next."""
     day = _local_date(at, w.zone)
     while _midnight(day, w.zone) <= limit:
-        for start, _ in _day_runs(w, day):
+        for start in _day_starts(w, day):
             if start > at:
                 return start if start <= limit else NEVER
         day += _DAY

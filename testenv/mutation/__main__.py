@@ -118,7 +118,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_rollout.py", "test_status.py", "test_reconcile.py")),
         *(f"{_U}{t}" for t in ("test_plan.py", "test_report.py", "test_page.py")),
     ),
-    "gitsync/model/window.py": (f"{_U}test_window.py",),
+    "gitsync/model/window.py": (
+        *(f"{_U}{t}" for t in ("test_window.py", "test_plan_order.py", "test_reconcile_order.py")),
+    ),
     "gitsync/model/schema.py": (
         *(f"{_U}{t}" for t in ("test_instance.py", "test_denied_namespaces.py")),
         f"{_F}test_loader.py",

@@ -84,6 +84,29 @@ def test_the_selector_takes_the_rest_of_the_text() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1), ("90m", 5400), ("1h30m", 5400), ("2d", 172800), ("1d2h3m4s", 93784),
+     ("31d", 2678400), ("0d0h1m", 60), ("744h", 2678400)],
+)  # fmt: skip
+def test_a_duration_is_days_hours_minutes_and_seconds_up_to_31_days(
+    text: str, seconds: int
+) -> None:
+    assert parse(f"deny 0 0 * * * {text}").duration == timedelta(seconds=seconds)
+
+
+def test_a_day_of_month_is_refused_only_when_no_month_named_has_it() -> None:
+    assert parse("allow 0 0 31 1,3,5,7,8,10,12 * 1h").cron.days == {31}
+    assert parse("allow 0 0 30 4,6,9,11 * 1h").cron.days == {30}
+    assert parse("allow 0 0 29 2 * 1h").cron.days == {29}
+    for month in ("4", "6", "9", "11"):
+        with pytest.raises(ConfigError, match=f"no month of {month} has a day 31"):
+            parse(f"allow 0 0 31 {month} * 1h")
+    # Vixie's rule: with a weekday given as well, the Fridays of February open it
+    assert parse("allow 0 0 31 2 5 1h").cron.weekdays == {5}
+    assert parse("allow 0 0 31 2 fri 1h").cron.weekdays == {5}
+
+
 def test_parse_all_splits_at_semicolons_and_newlines_and_skips_blank_parts() -> None:
     windows = parse_all(["deny 0 22 * * * 8h; allow 0 9 * * * 8h\n\n", "", " ; "])
     assert [w.name for w in windows] == ["deny 0 22 * * * 8h", "allow 0 9 * * * 8h"]
@@ -194,6 +217,7 @@ def test_a_hostile_window_text_is_escaped_in_the_message() -> None:
         ("0 0 * 1-12/12 0-7", (0,), (0,), range(1, 32), (1,), range(7)),
         ("0 0 * dec sun,sat,6", (0,), (0,), range(1, 32), (12,), (0, 6)),
         ("0 0 * * */2", (0,), (0,), range(1, 32), range(1, 13), (0, 2, 4, 6)),
+        ("30-30 5-5/1 2-3 4-4 6-6", (30,), (5,), (2, 3), (4,), (6,)),
         ("0-59/59 0-23/23 * * 1-7/3", (0, 59), (0, 23), range(1, 32), range(1, 13), (1, 4, 0)),
     ],
 )  # fmt: skip
@@ -352,6 +376,7 @@ def test_an_eight_hour_window_across_a_switch_lasts_eight_real_hours(
 def test_no_window_that_applies_leaves_a_myapp_open() -> None:
     assert held([], "2027-01-01T00:00") == Verdict(True, None, None)
     assert Verdict(True).describe() == "open"
+    assert Verdict(True, parse("deny 0 0 * * * 1h")).describe() == "open"
     deny = parse("deny * * * * * 1m namespaces=web")
     assert held([deny], "2027-01-01T00:00", ns="shop") == Verdict(True)
 
@@ -439,6 +464,12 @@ def test_a_deny_window_that_never_ends_holds_until_further_notice() -> None:
     assert next_change([long], at("2027-01-01T00:00")) is None
 
 
+def test_a_deny_window_that_does_not_come_again_within_the_horizon_still_ends() -> None:
+    leap = parse("deny 0 0 29 2 * 1h")
+    assert held([leap], "2028-02-29T00:30").until == at("2028-02-29T01:00")
+    assert next_change([leap], at("2028-02-29T00:30")) == at("2028-02-29T01:00")
+
+
 def test_a_deny_window_ends_within_the_horizon_or_not_at_all() -> None:
     # every day from 2027-01-01, 24 h each: one stretch to 2027-12-31T00:00 + 1 d
     year = parse("deny 0 0 * 1-11 * 1d")
@@ -520,10 +551,16 @@ def test_a_stretch_or_a_start_at_the_limit_counts_and_one_past_it_does_not() -> 
     start = at("2027-01-01T00:30")
     assert wl._inactive_from(w, start, at("2027-01-01T02:00")) == at("2027-01-01T02:00")
     assert wl._inactive_from(w, start, at("2027-01-01T01:59:59")) == wl.NEVER
+    # a stretch that reaches the limit and goes on past it
+    assert wl._inactive_from(w, start, at("2027-01-01T01:00")) == wl.NEVER
     assert wl._inactive_from(w, at("2027-01-01T02:00"), start) == at("2027-01-01T02:00")
-    assert wl._next_start(w, start, at("2027-01-02T00:00")) == at("2027-01-02T00:00")
-    assert wl._next_start(w, start, at("2027-01-01T23:59:59")) == wl.NEVER
+    after = at("2027-01-01T02:00")
+    assert wl._next_start(w, after, at("2027-01-02T00:00")) == at("2027-01-02T00:00")
+    assert wl._next_start(w, after, at("2027-01-01T23:59:59")) == wl.NEVER
     assert wl._next_start(w, at("2027-01-01T02:00"), at("2027-01-01T12:00")) == wl.NEVER
+    # strictly after: a start at ``at`` is not the next one
+    noon = at("2027-01-01T12:00")
+    assert wl._next_start(w, at("2027-01-01T00:00"), noon) == at("2027-01-01T01:00")
 
 
 def test_an_instant_without_a_zone_is_refused() -> None:
@@ -631,3 +668,38 @@ def test_the_verdict_holds_until_the_next_change_and_opens_at_until(
         assert verdict(ws, "shop", {}, first.until).open
         assert not verdict(ws, "shop", {}, first.until - timedelta(seconds=1)).open
         assert [_oracle(s, first.until) for s in specs] == [w.active(first.until) for w in ws]
+
+
+def test_closed_for_names_the_window_and_an_open_one_closes_nothing() -> None:
+    """The gate's view: a MyApp body (its namespace and labels), a Wait when closed."""
+    night = wl.parse_all(["deny 0 22 * * * 8h Europe/Berlin name=night namespaces=shop"])
+    at_night = datetime(2027, 1, 4, 3, 0, tzinfo=UTC)
+    morning = at_night + timedelta(hours=4)
+    shop = {"metadata": {"namespace": "shop", "name": "web"}}
+    wait = wl.closed_for(night, shop, at_night)
+    assert wait is not None
+    assert (wait.reason, wait.on, wait.hold) == ("SyncWindow", "night", "window")
+    assert wait.message == 'held by window "night" until 2027-01-04T06:00:00+01:00'
+    assert wl.closed_for(night, shop, morning) is None
+    # another namespace, or none at all: the window does not apply
+    assert wl.closed_for(night, {"metadata": {"namespace": "prod"}}, at_night) is None
+    assert wl.closed_for(night, {"metadata": {}}, at_night) is None
+    gate = wl.Windows(night)
+    assert gate.closed(shop, None, morning) is None
+    assert wl.Windows().closed(shop, None, at_night) is None
+    closed = gate.closed(shop, shop, at_night)
+    assert closed == wl.Closed(wait, "", False)
+    assert wl.Windows(night, block_corrections=True).closed(shop, shop, at_night) == (
+        wl.Closed(wait, "", True)
+    )
+    annotated = {"metadata": {**shop["metadata"], "annotations": {wl.OVERRIDE_ANNOTATION: "INC-9"}}}
+    # an override lets changes through, and so corrections are not held either
+    assert wl.Windows(night, block_corrections=True).closed(shop, annotated, at_night) == (
+        wl.Closed(wait, "INC-9", False)
+    )
+    assert wl.Windows(night, ignore=True).closed(shop, shop, at_night) == wl.Closed(
+        wait, wl.IGNORE_FLAG, False
+    )
+    assert wl.override_of(None) == "" and wl.override_of(shop) == ""
+    empty = {"metadata": {"annotations": {wl.OVERRIDE_ANNOTATION: ""}}}
+    assert wl.override_of(empty) == ""
