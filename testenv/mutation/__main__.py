@@ -107,6 +107,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "gitsync/model/order.py": (
         *(f"{_U}{t}" for t in ("test_order.py", "test_plan_order.py", "test_reconcile_order.py")),
+        *(f"{_U}{t}" for t in ("test_report.py", "test_page.py")),
     ),
     "gitsync/model/pin.py": (f"{_U}test_pin.py", f"{_U}test_sync_pin.py"),
     "gitsync/model/problems.py": (

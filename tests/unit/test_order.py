@@ -210,3 +210,88 @@ def test_plan_waits_follows_the_order_and_says_why() -> None:
     )
     assert closed["s/net"] == window and closed["s/net"].hold == "window"
     assert closed["s/db"].message == ("waiting for MyApp/s/net (itself held by window w)")
+
+
+def test_a_namespace_that_is_not_a_name_is_the_myapps_own() -> None:
+    spec = {"dependsOn": [{"name": "db", "namespace": 5}, {"name": "cache", "namespace": ""}]}
+    assert order.refs_of(spec, "shop") == ("shop/db", "shop/cache")
+    assert order.dependencies({"spec": {"dependsOn": [{"name": "db"}]}}) == ("/db",)
+
+
+def test_a_self_reference_is_said_before_a_missing_dependency() -> None:
+    found = order.problems({"s/both": ("s/both", "s/nowhere")}, lambda _k: False)
+    assert found == {"s/both": "MyApp/s/both depends on itself"}
+
+
+def test_a_cycle_next_to_a_myapp_ordered_before_it_is_found() -> None:
+    graph = {"n/a": (), "n/x": ("n/a", "n/y"), "n/y": ("n/x",)}
+    assert list(order.cycles(graph)) == [order.Cycle(("n/x", "n/y"))]
+
+
+def test_the_cycle_shown_is_the_shortest_first_found_path() -> None:
+    graph = {"n/a": ("n/b", "n/c"), "n/b": ("n/d",), "n/c": ("n/d",), "n/d": ("n/a", "n/z")}
+    assert list(order.cycles({**graph, "n/z": ()})) == [
+        order.Cycle(("n/a", "n/b", "n/d"), ("n/c",))
+    ]
+
+
+def test_topological_takes_ready_keys_in_key_order() -> None:
+    assert order.topological({"s/c": ("s/a",), "s/b": (), "s/a": ()}) == ["s/a", "s/b", "s/c"]
+
+
+def test_plan_waits_names_the_first_dependency_not_ready_and_skips_what_git_left() -> None:
+    bodies = {
+        "s/app": app("s", "app", {"name": "x"}, {"name": "y"}),
+        "s/still": app("s", "still", {"name": "x"}),
+    }
+    waits = order.plan_waits(bodies, {}, lambda k: k == "s/app", lambda _k: "Pending")
+    assert {k: w.message for k, w in waits.items()} == {
+        "s/app": "waiting for MyApp/s/x (not created yet)"
+    }
+
+
+def test_plan_waits_sees_a_dependency_rolled_back() -> None:
+    from gitsync.model import rollout
+
+    git_spec = {"image": "db:2", "dependsOn": []}
+    status = {
+        "observedGeneration": 2,
+        "lastHealthy": {"revision": "r1", "digest": "d1", "spec": {"image": "db:1"}},
+        "rollback": {
+            "from": "r2",
+            "to": "r1",
+            "reason": "deadline",
+            "time": "t",
+            "heldDigest": rollout.digest(git_spec),
+        },
+    }
+    db = {"metadata": {"namespace": "s", "name": "db", "generation": 2}, "spec": git_spec}
+    bodies = {"s/db": db, "s/app": app("s", "app", {"name": "db"})}
+    live = {"s/db": {**db, "status": status}}
+    waits = order.plan_waits(bodies, live, lambda k: k == "s/app", lambda _k: "Available")
+    assert waits["s/app"].message.startswith("waiting for MyApp/s/db (rolled back from r2")
+
+
+def test_what_status_says_a_myapp_waits_for() -> None:
+    def cond(status: str, **kw: str) -> Obj:
+        return {"conditions": [{"type": "Ready", "status": "True", "message": "m"},
+                               {"type": "Waiting", "status": status, **kw}]}  # fmt: skip
+
+    assert order.described(cond("True", message="waiting for MyApp/s/db (Progressing)")) == (
+        "waiting for MyApp/s/db (Progressing)"
+    )
+    assert order.described(cond("True", reason="SyncWindow")) == "SyncWindow"
+    assert order.described(cond("True")) == "waiting"
+    assert order.described(cond("False", message="no longer waiting")) == ""
+    assert order.described({"conditions": [{"type": "Ready", "status": "True"}]}) == ""
+    assert order.described({"conditions": ["junk"]}) == ""
+    assert order.described(None) == "" and order.described({}) == ""
+    assert order.held(cond("True", message="w")) == "w"
+    assert order.held(None) == ""
+
+
+def test_a_window_is_said_before_a_dependency() -> None:
+    bodies = {"s/app": app("s", "app", {"name": "x"})}
+    window = order.Wait(order.SYNC_WINDOW, "held by window w", "w")
+    waits = order.plan_waits(bodies, {}, lambda _k: True, lambda _k: "Pending", lambda _k: window)
+    assert waits == {"s/app": window}
