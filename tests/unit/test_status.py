@@ -20,6 +20,7 @@ from gitsync.model.myapp_status import (
     same,
     source_for,
 )
+from gitsync.model.order import Wait
 
 
 def myapp(replicas: int = 2, generation: int = 3, status: Any = None) -> dict[str, Any]:
@@ -334,3 +335,38 @@ def test_a_new_revision_of_the_same_file_is_applied_now_and_the_same_one_keeps_i
     assert source("r1", "a.yaml") == {"revision": "r1", "path": "a.yaml", "lastSyncTime": "t1"}
     assert source("r2", "a.yaml")["lastSyncTime"] == "t2"
     assert source("r1", "b.yaml") == {"revision": "r1", "path": "b.yaml", "lastSyncTime": "t2"}
+
+
+def test_the_waiting_condition_from_first_wait_to_long_after() -> None:
+    def conds(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {c["type"]: c for c in status["conditions"]}
+
+    sync = SyncInfo("main@sha1:" + "a" * 40, "apps/web.yaml", "t")
+    never = compute(myapp(), None, drift=[], sync=sync)
+    assert "Waiting" not in conds(never)
+    wait = Wait("DependencyNotReady", "waiting for MyApp/ns/db (Progressing)", "ns/db")
+    waiting = compute(myapp(), None, drift=[], sync=sync, wait=wait)
+    w, synced = conds(waiting)["Waiting"], conds(waiting)["Synced"]
+    assert (w["status"], w["reason"], w["message"], w["observedGeneration"]) == (
+        "True",
+        "DependencyNotReady",
+        wait.message,
+        3,
+    )
+    assert (synced["status"], synced["reason"]) == ("False", "DependencyNotReady")
+    assert synced["message"] == f"this revision's change is not applied yet: {wait.message}"
+    # the order of conditions: Ready, Drifted, Waiting, Synced
+    assert [c["type"] for c in waiting["conditions"]] == ["Ready", "Drifted", "Waiting", "Synced"]
+    released = compute(myapp(status=waiting), None, drift=[], sync=sync)
+    w = conds(released)["Waiting"]
+    assert (w["status"], w["reason"], w["message"]) == ("False", "Released", "no longer waiting")
+    assert conds(released)["Synced"]["status"] == "True"
+    # kept False from then on, as it was (its transition time too), for a newer generation
+    old = {**w, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    later = compute(
+        myapp(generation=4, status={**released, "conditions": [old]}), None, drift=[], sync=sync
+    )
+    assert conds(later)["Waiting"] == {**old, "observedGeneration": 4}
+    # without a sync (a worker's reconcile), the wait is said all the same
+    alone = compute(myapp(), None, drift=[], wait=wait)
+    assert conds(alone)["Waiting"]["status"] == "True" and "Synced" not in conds(alone)
