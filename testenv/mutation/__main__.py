@@ -37,6 +37,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gitsync/engine/changeset.py": (
         *(f"{_U}{t}" for t in ("test_changeset.py", "test_plan.py", "test_namespaces.py")),
         *(f"{_U}{t}" for t in ("test_sync_fakes.py", "test_sync_prune.py", "test_diff.py")),
+        f"{_U}test_plan_order.py",
     ),
     "gitsync/engine/differences.py": (
         *(f"{_U}{t}" for t in ("test_diff.py", "test_plan.py", "test_changeset.py")),
