@@ -395,8 +395,11 @@ class Reconciler:
         if how != IGNORE_FLAG:
             how = f"{OVERRIDE_ANNOTATION}={quote(how)}"
             try:
-                self.writer.remove_annotation(
-                    KIND, meta["namespace"], meta["name"], OVERRIDE_ANNOTATION
+                # ahead of the watch event: a reconcile before it must not find it again
+                self.myapps.observe(
+                    self.writer.remove_annotation(
+                        KIND, meta["namespace"], meta["name"], OVERRIDE_ANNOTATION
+                    )
                 )
             except GitsyncError as e:
                 log.warning("could not remove the override: %s", e, extra={"key": key})
@@ -417,16 +420,11 @@ class Reconciler:
         of a wait is logged."""
         before = rec.wait
         self.ledger.set_wait(key, wait, on)
-        seen = (
+        if wait == before or (
             before is not None
             and wait is not None
-            and (before.reason, before.on)
-            == (
-                wait.reason,
-                wait.on,
-            )
-        )
-        if wait == before or seen:
+            and (before.reason, before.on) == (wait.reason, wait.on)
+        ):
             return
         if wait is not None:
             log.info("change held: %s", wait.message, extra={"key": key})

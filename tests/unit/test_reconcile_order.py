@@ -271,3 +271,32 @@ def test_a_myapp_left_git_no_longer_waits_nor_is_woken() -> None:
     w.r.reconcile("shop/web", declared(myapp("web", "db")))
     w.r.ledger.forget("shop/web")
     assert w.r.ledger.waiters("shop/db") == []
+
+
+def test_one_event_per_thing_waited_for_not_per_phase_of_it() -> None:
+    w = World()
+    w.r.reconcile("shop/db", declared(myapp("db")))
+    w.r.reconcile("shop/cache", declared(myapp("cache")))
+    w.roll_out("cache")
+    w.r.reconcile("shop/web", declared(myapp("web")))
+    w.r.reconcile("shop/web", declared(myapp("web", "db", "cache")))
+    assert w.events.reasons().count("DependencyNotReady") == 1
+    # db's phase moves on (Progressing, then Degraded): status follows, no new Event
+    dep = w.stored("db", "Deployment")
+    assert dep is not None
+    dep["status"] = {"conditions": [{"type": "Progressing", "reason": "ProgressDeadlineExceeded"}]}
+    w.deployments.observe(copy.deepcopy(dep))
+    w.r.reconcile("shop/db")
+    result = w.r.reconcile("shop/web")
+    assert result.held == "waiting for MyApp/shop/db (Degraded)"
+    assert w.events.reasons().count("DependencyNotReady") == 1
+    # db done, cache now changing: a wait on something else is news
+    w.roll_out("db")
+    w.r.reconcile("shop/cache", declared(myapp("cache", image="cache:2")))
+    w.rolling("cache")
+    assert w.r.reconcile("shop/web").held == "waiting for MyApp/shop/cache (Progressing)"
+    messages = [m for _, r, m in w.events.events if r == "DependencyNotReady"]
+    assert messages == [
+        "waiting for MyApp/shop/db (Progressing)",
+        "waiting for MyApp/shop/cache (Progressing)",
+    ]
