@@ -141,3 +141,18 @@ def test_a_myapp_held_by_a_rollback_says_so_in_its_row_escaped() -> None:
     assert out.count('<li class="held">held: rolled back from main@sha1:b to main@sha1:g (') == 1
     assert out.count('<span class="ok">in sync</span>') == 1  # the other, not held
     assert "<script>alert" not in out
+
+
+def test_a_myapp_whose_change_waits_says_for_what_in_its_row_escaped() -> None:
+    why = f"waiting for MyApp/shop/{EVIL} (Progressing)"
+    waiting = _myapp(
+        drift=[],
+        conditions=[
+            {"type": "Waiting", "status": "True", "reason": "DependencyNotReady", "message": why}
+        ],
+    )
+    doc = page.apps_doc([waiting], {}, None)
+    assert [a["held"] for a in doc["apps"]] == [why]
+    out = page.index_html(doc)
+    assert out.count('<li class="held">held: waiting for MyApp/shop/') == 1
+    assert "<script>alert" not in out
