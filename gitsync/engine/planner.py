@@ -321,7 +321,7 @@ def plan_app(
         app = _waiting(label, git, live_app, wait)
     else:
         app = decide(label, body, live_app, _frozen(policy_for(body, s, suspendable=False), frozen))
-    if held is not None and app.action == "unchanged":
+    if held is not None and app.action == "unchanged" and not app.hold:
         kept = tuple(driftlib.drift_items(label, git, body))
         why = held.rollback.summary()
         app = dataclasses.replace(app, held=kept, reason=why, hold="rollback")

@@ -228,3 +228,26 @@ def test_a_closed_window_holds_a_prune_until_it_opens() -> None:
     annotated["metadata"]["annotations"] = {OVERRIDE_ANNOTATION: "INC-7"}
     through = hold_prunes(prune, {**tracked, "shop/db": annotated}, night, AT_NIGHT)
     assert actions(through)["MyApp/shop/db"][0] == "pruned"
+
+
+def test_a_wait_is_said_before_a_rollback_as_the_reconcile_says_it() -> None:
+    from gitsync.model import rollout
+
+    git = app("web", "db", image="web:broken")
+    healthy = app("web", "db", image="web:1")["spec"]
+    web_live, web_dep = running(app("web", "db", image="web:0"))
+    web_live["status"] = {
+        **web_live["status"],
+        "lastHealthy": {"revision": "r1", "digest": rollout.digest(healthy), "spec": healthy},
+        "rollback": {
+            "from": "r2",
+            "to": "r1",
+            "reason": "deadline",
+            "time": "t",
+            "heldDigest": rollout.digest(git["spec"]),
+        },
+    }
+    changes = plan({"shop/web": git}, {"shop/web": web_live}, {"shop/web": web_dep})
+    got = actions(changes)
+    assert got["MyApp/shop/web"][:2] == ("unchanged", "dependency"), got
+    assert got["MyApp/shop/web"][2].startswith("waiting for MyApp/shop/db (not created yet)")
