@@ -42,6 +42,7 @@ from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.model.render import render
 from gitsync.model.window import IGNORE_FLAG, OVERRIDE_ANNOTATION
+from gitsync.reconcile.announce import Announcer
 from gitsync.reconcile.converge import Outcome, converge
 from gitsync.reconcile.gate import Gate, Verdict
 from gitsync.reconcile.keylock import KeyLocks
@@ -91,6 +92,8 @@ class Reconciler:
         self.clock: Callable[[], float] = time.monotonic
         #: whether a change may be applied now: sync windows, then dependencies
         self.gate = Gate(myapps, deployments, self.ledger)
+        #: what reconciles tell people (Events, once per news, and log lines)
+        self.announce = Announcer(events, self.ledger)
         #: reconciles so far; workers and the sync pass count from their own threads,
         #: and ``+=`` is a read and a write another thread can come between
         self.reconciles = 0
@@ -201,7 +204,7 @@ class Reconciler:
         except (GitsyncError, ValueError) as e:
             outcome, error = None, str(e)
             permanent = not (isinstance(e, GitsyncError) and e.temporary)
-            self._report_error(myapp, rec, error)
+            self.announce.error(myapp, rec, error)
             if from_git:
                 s = rec.sync or statuslib.SyncInfo("", "", "")
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
@@ -333,12 +336,6 @@ class Reconciler:
             raise OwnershipError(problem)
         return found
 
-    def _report_error(self, myapp: Obj, rec: Record, error: str) -> None:
-        # one Event per distinct error, not one per retry
-        if rec.last_error != error:
-            rec.last_error = error
-            self.events.emit(myapp, "Warning", "ApplyFailed", error)
-
     def _converge_myapp(self, key: str, myapp: Obj | None, rec: Record) -> Served | None:
         """The live MyApp against Git, when Git declares it (not in operator-only use).
         The drift policy is the one Git gives the MyApp: an edit of the live
@@ -349,7 +346,7 @@ class Reconciler:
             # another instance's MyApp, or one made by hand (re-created since our
             # pass): our Git held against it would take it over; the sync pass reports
             # the refusal
-            self._set_wait(key, rec, myapp, None)
+            self.announce.wait(key, rec, myapp, None)
             return Served(myapp, [], "unchanged") if myapp is not None else None
         name = key.split("/", 1)[1]
         git = declared.body
@@ -358,7 +355,7 @@ class Reconciler:
         verdict = self.gate.judge(git, myapp)
         wait = verdict.wait
         on = orderlib.dependencies(body) if wait is not None and wait.hold == "dependency" else ()
-        self._set_wait(key, rec, myapp, wait, on)
+        self.announce.wait(key, rec, myapp, wait, on)
         if wait is not None:
             # nothing of Git's change is applied; the live MyApp serves as it is, and
             # its Deployment is still held to it
@@ -403,35 +400,7 @@ class Reconciler:
                 )
             except GitsyncError as e:
                 log.warning("could not remove the override: %s", e, extra={"key": key})
-        message = f"applied through a closed window ({verdict.closed.message}): {how}"
-        log.warning("%s", message, extra={"key": key})
-        self.events.emit(myapp, "Normal", "SyncWindowOverridden", message)
-
-    def _set_wait(
-        self,
-        key: str,
-        rec: Record,
-        myapp: Obj | None,
-        wait: orderlib.Wait | None,
-        on: tuple[str, ...] = (),
-    ) -> None:
-        """Record what ``key``'s change waits for; a wait on something new is an Event
-        (once, not on every reconcile nor on every phase of what it waits for), the end
-        of a wait is logged."""
-        before = rec.wait
-        self.ledger.set_wait(key, wait, on)
-        if wait == before or (
-            before is not None
-            and wait is not None
-            and (before.reason, before.on) == (wait.reason, wait.on)
-        ):
-            return
-        if wait is not None:
-            log.info("change held: %s", wait.message, extra={"key": key})
-            if myapp is not None:
-                self.events.emit(myapp, "Normal", wait.reason, wait.message)
-        elif before is not None:
-            log.info("no longer held: applying", extra={"key": key})
+        self.announce.through_window(myapp, verdict.closed, how)
 
     def _converge_deployment(
         self, key: str, myapp: Obj, absent: bool, *, frozen: bool = False
@@ -447,24 +416,8 @@ class Reconciler:
         outcome = converge(self.writer, f"Deployment/{name}", desired, live, p)
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)
-        self._record_action(myapp, outcome)
+        self.announce.action(myapp, outcome)
         return outcome
-
-    def _record_action(self, myapp: Obj, outcome: Outcome) -> None:
-        if outcome.action == "unchanged":
-            return
-        name = myapp["metadata"]["name"]
-        if outcome.corrected:
-            fixed = ", ".join(f"{i.path} (changed by {i.manager})" for i in outcome.corrected[:5])
-            self.events.emit(myapp, "Normal", "DriftCorrected", f"Deployment {name}: {fixed}")
-        else:
-            verb = "Created" if outcome.action == "created" else "Updated"
-            self.events.emit(myapp, "Normal", verb, f"Deployment {name} {outcome.action}")
-        log.info(
-            "deployment %s",
-            outcome.action,
-            extra={"key": f"{myapp['metadata']['namespace']}/{name}"},
-        )
 
     def _write_status(
         self,
@@ -495,7 +448,7 @@ class Reconciler:
             wait=rec.wait,
         )
         if announce:
-            self._announce_drift(myapp, rec, entries)
+            self.announce.drift(myapp, rec, entries)
         if statuslib.same(myapp.get("status"), new):
             return myapp
         written = self.writer.apply_status(meta["namespace"], meta["name"], new)
@@ -503,23 +456,3 @@ class Reconciler:
         self.myapps.observe(written)
         log.debug("status written", extra={"key": f"{meta['namespace']}/{meta['name']}"})
         return written
-
-    def _announce_drift(self, myapp: Obj, rec: Record, entries: list[Obj]) -> None:
-        signature = frozenset((str(e.get("object")), str(e.get("path"))) for e in entries)
-        if rec.announced is None:
-            # after a restart or a failover, what status already says was announced
-            recorded = (myapp.get("status") or {}).get("drift") or []
-            rec.announced = frozenset((str(d.get("object")), str(d.get("path"))) for d in recorded)
-        if signature == rec.announced:
-            return
-        rec.announced = signature
-        if entries:
-            paths = ", ".join(
-                f"{e['object']} {e['path']} (by {e.get('manager') or 'unknown'})"
-                for e in entries[:5]
-            )
-            self.events.emit(
-                myapp, "Warning", "Drifted", f"drift detected: {paths}", {"drift": entries}
-            )
-        else:
-            self.events.emit(myapp, "Normal", "DriftResolved", "live state matches desired")
