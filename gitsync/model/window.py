@@ -417,6 +417,22 @@ def _day_starts(w: Window, day: date) -> tuple[datetime, ...]:
     return _starts(w.cron, w.zone, day)
 
 
+@lru_cache(maxsize=4096)
+def _runs(
+    cron: Cron, zone: ZoneInfo, duration: timedelta, day: date
+) -> tuple[tuple[datetime, datetime], ...]:
+    """The occurrences starting on local date ``day``, merged where one starts before or
+    as the ones before it end: (start, end) of each stretch. A window that starts every
+    minute is one stretch a day, not 1440 starts to walk."""
+    out: list[tuple[datetime, datetime]] = []
+    for start in _starts(cron, zone, day):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], start + duration))
+        else:
+            out.append((start, start + duration))
+    return tuple(out)
+
+
 def _local_date(at: datetime, zone: ZoneInfo) -> date:
     return at.astimezone(zone).date()
 
@@ -446,11 +462,11 @@ def _inactive_from(w: Window, at: datetime, limit: datetime) -> datetime:
     day = _local_date(at, w.zone)
     # a day that begins after ``end`` holds no start that could carry the stretch on
     while end <= limit and _midnight(day, w.zone) <= end:
-        for start in _day_starts(w, day):
+        for start, run_end in _runs(w.cron, w.zone, w.duration, day):
             if start > end:
                 return end
-            # a start before ``at`` ends before ``end``: max keeps the stretch's end
-            end = max(end, start + w.duration)
+            # a stretch that began before ``at`` ends before ``end``: max keeps it
+            end = max(end, run_end)
         day += _DAY
     return end if end <= limit else NEVER
 
