@@ -315,8 +315,8 @@ def plan_app(
     label = f"{KIND}/{name}"
     # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
     # to the healthy spec instead, and what Git would change is shown as held
-    body = serving(git, live_app)
     held = rollout.hold_of((live_app or {}).get("status"), git.get("spec"))
+    body = git if held is None else rollout.with_spec(git, held.spec)
     if wait is not None and pending(body, live_app):
         app = _waiting(label, git, live_app, wait)
     else:

@@ -52,11 +52,13 @@ class Gate:
         self.windows = windowlib.Windows()
         self.now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
 
-    def judge(self, git: Obj, live: Obj | None) -> Verdict:
-        """The verdict on Git's ``git`` for ``live`` (None: not created yet)."""
-        body = serving(git, live)
+    def judge(self, body: Obj, live: Obj | None) -> Verdict:
+        """The verdict on ``body`` for ``live`` (None: not created yet): what a reconcile
+        holds the MyApp to, Git's body or its healthy spec under a rollback
+        (:func:`gitsync.engine.planner.serving`; the metadata a window matches is Git's
+        either way)."""
         moving = pending(body, live)
-        closed = self.windows.closed(git, live, self.now())
+        closed = self.windows.closed(body, live, self.now())
         if closed is None:
             return Verdict(self.dependency_wait(body)) if moving else OPEN
         if not moving:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Settings, policy_for, serving
+from gitsync.engine.planner import Settings, policy_for
 from gitsync.errors import (
     APINotFoundError,
     APITooManyRequestsError,
@@ -351,8 +351,8 @@ class Reconciler:
         name = key.split("/", 1)[1]
         git = declared.body
         held = rolloutlib.hold_of((myapp or {}).get("status"), git.get("spec"))
-        body = serving(git, myapp)
-        verdict = self.gate.judge(git, myapp)
+        body = git if held is None else rolloutlib.with_spec(git, held.spec)
+        verdict = self.gate.judge(body, myapp)
         wait = verdict.wait
         on = orderlib.dependencies(body) if wait is not None and wait.hold == "dependency" else ()
         self.announce.wait(key, rec, myapp, wait, on)
