@@ -82,3 +82,15 @@ def crd(kube: Kube) -> str:
 
     wait_until(established, timeout=30, what="the MyApp CRD to be established")
     return str(body["metadata"]["name"])
+
+
+@pytest.fixture(autouse=True)
+def _shared_nodes_unchanged() -> Iterator[None]:
+    """No test may leave a node the caches share changed in place: it would be changed
+    in every object sharing it (gitsync/model/compact.py)."""
+    from gitsync.model.compact import SHARED
+
+    yield
+    changed = SHARED.changed()
+    SHARED.sweep()  # what the test's caches held is gone with them
+    assert not changed, f"a shared node was changed in place: {changed[:3]}"

@@ -26,7 +26,12 @@ from gitsync.engine.managedfields import (
     owners_of,
     pick_owner,
 )
-from gitsync.model.api import DEFAULT_FORCE_MANAGERS, FIELD_MANAGER, Obj
+from gitsync.model.api import (
+    DEFAULT_FORCE_MANAGERS,
+    FIELD_MANAGER,
+    LAST_APPLIED_ANNOTATION,
+    Obj,
+)
 from gitsync.model.integers import as_integer
 from gitsync.model.quantity import resource_quantity
 
@@ -58,6 +63,10 @@ def comparable(desired: Obj) -> Obj:
     out = {k: v for k, v in desired.items() if k not in _IGNORED_TOP}
     meta = desired.get("metadata") or {}
     kept = {k: meta[k] for k in COMPARED_METADATA if k in meta}
+    annotations = kept.get("annotations")
+    if isinstance(annotations, dict) and LAST_APPLIED_ANNOTATION in annotations:
+        # kubectl's bookkeeping, which caches do not keep (model/compact.cached)
+        kept["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
     if kept:
         out["metadata"] = kept
     return out

@@ -40,6 +40,7 @@ from gitsync.model.api import (
     Obj,
     subject,
 )
+from gitsync.model.compact import SHARED
 from gitsync.model.order import Wait
 from gitsync.model.render import render
 from gitsync.model.rollout import RollbackPolicy
@@ -190,9 +191,9 @@ def stamp_of(who: str, desired: Obj) -> str:
     digest = _digest(text)
     if len(_STAMPS) >= _STAMPS_MAX:
         _STAMPS.clear()  # objects long gone would otherwise stay forever
-    # a copy, as the caller's body may change later; decoding the text just made
-    # costs a fifth of copy.deepcopy
-    _STAMPS[who] = (json.loads(text), digest)
+    # a copy, as the caller's body may change later; compacted, it shares its nodes
+    # with the live object's in the caches (their rendered parts are the same)
+    _STAMPS[who] = (SHARED.compact(desired), digest)
     return digest
 
 

@@ -58,6 +58,7 @@ from gitsync.model.api import (
     key_of,
     subject,
 )
+from gitsync.model.compact import SHARED
 from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
 from gitsync.reconcile.gate import Gate
@@ -435,9 +436,9 @@ class Syncer:
         return self.controller.myapps.get(key) is not None
 
     def _declared_of(self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim) -> Declared:
-        return Declared(
-            myapp_body(app, self.source_label), SyncInfo(info.revision, app.file, info.time), claim
-        )
+        # compacted: the ledger holds it until Git changes it
+        body = SHARED.compact(myapp_body(app, self.source_label))
+        return Declared(body, SyncInfo(info.revision, app.file, info.time), claim)
 
     def _declare_dependencies(self, declared: dict[str, Declared]) -> None:
         """Hand the operator, before any MyApp is applied, what Git declares now for each

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj], None]
+#: what the cache keeps of an object as it arrives (controller-runtime's cache
+#: transform): by default all of it
+Transform = Callable[[Obj], Obj]
 
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
@@ -65,12 +68,14 @@ class Informer:
         name: str = "",
         page_size: int = 500,
         clock: Callable[[], float] = time.monotonic,
+        transform: Transform | None = None,
     ) -> None:
         self.kube = kube
         self.path = path
         self.label_selector = label_selector
         self.name = name or path
         self.page_size = page_size
+        self._transform: Transform = transform or _whole
         self.cache: dict[str, Obj] = {}
         #: the cache holds every object as of this resourceVersion (list, event, bookmark)
         self._complete_at = ""
@@ -96,6 +101,7 @@ class Informer:
         so the next step of the same pass sees it (its uid, for ownerReferences).
         A reply about an object the watch has since deleted is dropped."""
         key = key_of(obj)
+        obj = self._transform(obj)
         with self._lock:
             old = self.cache.get(key)
             fresh = not self._deleted(key, obj) if old is None else _newer(obj, old)
@@ -192,7 +198,7 @@ class Informer:
             for obj in page.get("items", []):
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
-                items[key_of(obj)] = obj
+                items[key_of(obj)] = self._transform(obj)
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 break
@@ -263,6 +269,7 @@ class Informer:
 
     def _apply_event(self, kind: object, obj: Obj) -> None:
         key = key_of(obj)
+        obj = self._transform(obj)
         with self._lock:
             self._complete_at = _rv(obj) or self._complete_at
             if kind == "DELETED":
@@ -283,6 +290,10 @@ class Informer:
                 handler(kind, obj)
             except Exception:
                 log.exception("informer %s: handler failed", self.name)
+
+
+def _whole(obj: Obj) -> Obj:
+    return obj
 
 
 def _newer(a: Obj, b: Obj) -> bool:

@@ -29,6 +29,9 @@ SOURCE_PATH_ANNOTATION: Final = "gitsync.apps.example.com/source-path"
 #: not descend from the last applied one (once: a commit it let through is not again)
 ACCEPT_ANNOTATION: Final = "gitsync.apps.example.com/accept-non-fast-forward"
 
+#: kubectl's copy of what it last applied client-side: its bookkeeping, never drift
+LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
+
 DriftPolicy = Literal["correct", "report"]
 DRIFT_POLICIES: Final = ("correct", "report")
 

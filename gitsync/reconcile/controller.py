@@ -30,6 +30,7 @@ from gitsync.model.api import (
     Obj,
     key_of,
 )
+from gitsync.model.compact import cached
 from gitsync.model.rollout import RollbackPolicy
 from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Declared, Ledger
@@ -81,12 +82,13 @@ class Controller:
         self.is_leader = is_leader
         self.queue = WorkQueue()
         ns = config.namespace
-        self.myapps = Informer(kube, path_of(KIND, ns or ""), name="myapps")
+        self.myapps = Informer(kube, path_of(KIND, ns or ""), name="myapps", transform=cached)
         self.deployments = Informer(
             kube,
             resource_path("apps/v1", "deployments", ns),
             label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
             name="deployments",
+            transform=cached,
         )
         #: what is remembered of each MyApp between reconciles (the reconciler writes it)
         self.ledger = Ledger()

@@ -45,7 +45,7 @@ class Declared:
     claim: Claim
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One MyApp's memory. ``declared`` is None where Git does not (or no longer)
     declare it: the operator then serves the live MyApp as it is."""

@@ -29,6 +29,7 @@ from gitsync.errors import ConfigError, ManifestError, one_line, plain_or_quote,
 from gitsync.model import order as orderlib
 from gitsync.model import stored
 from gitsync.model.api import Obj
+from gitsync.model.compact import SHARED
 from gitsync.model.schema import Checker, Problems, field_name, is_dns_label, key_text
 from gitsync.source._files import (
     EXTENSIONS,
@@ -417,6 +418,13 @@ def _check_document(
             return
         apps.append(
             DesiredApp(
-                obj=obj, file=rel, document=index, line=line, column=column, lines=lines_of(node)
+                # compacted: held until the file changes, sharing its nodes with the
+                # live MyApp's in the cache
+                obj=SHARED.compact(obj),
+                file=rel,
+                document=index,
+                line=line,
+                column=column,
+                lines=lines_of(node),
             )
         )

@@ -80,6 +80,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         *(f"{_U}{t}" for t in ("test_instance.py", "test_render.py", "test_changeset.py")),
         f"{_U}test_plan.py",
     ),
+    "gitsync/model/compact.py": (f"{_U}test_compact.py",),
     "gitsync/model/crd_schema.py": (f"{_U}test_crd_schema.py",),
     "gitsync/model/instance.py": (
         *(f"{_U}{t}" for t in ("test_instance.py", "test_namespaces.py")),
