@@ -199,3 +199,21 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+
+
+def git_repo(tmp: Path, name: str, ns: str, n: int) -> tuple[Path, Path]:
+    """A bare repository of n MyApps and the work tree that pushes to it."""
+    bare, work = tmp / f"{name}.git", tmp / f"{name}-work"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    write_repo(work, ns, n)
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["commit", "-qm", "apps"],
+        ["push", "-q", str(bare), "main"],
+    ):
+        subprocess.run([*GIT, "-C", str(work), *args], check=True)
+    return bare, work

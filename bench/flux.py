@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,8 +114,9 @@ class Flux:
         self.controllers.clear()
 
 
-def start(run_dir: Path) -> Flux:
-    """Start both controllers; ``run_dir`` holds source-controller's artifact storage."""
+def start(run_dir: Path, flags: Iterable[str] = ()) -> Flux:
+    """Start both controllers, each with ``flags`` besides its own; ``run_dir`` holds
+    source-controller's artifact storage."""
     flux = Flux()
     logs = cluster.STATE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -136,6 +138,7 @@ def start(run_dir: Path) -> Flux:
                 "--log-encoding=json",
                 f"--metrics-addr=127.0.0.1:{metrics}",
                 f"--health-addr=127.0.0.1:{health}",
+                *flags,
             ]
             if name == "source-controller":
                 storage = run_dir / "flux-storage"
@@ -181,16 +184,19 @@ def git_repository(ns: str, url: str, interval: str) -> dict[str, object]:
     }
 
 
-def kustomization(ns: str, interval: str) -> dict[str, object]:
-    """Plain manifests under apps/ (kustomize-controller generates the kustomization),
-    pruned when they leave Git, no health checks (gitsync waits for none either)."""
+def kustomization(
+    ns: str, interval: str, name: str = "bench", path: str = "./apps"
+) -> dict[str, object]:
+    """Plain manifests under ``path`` (kustomize-controller generates the kustomization,
+    taking every manifest below it), pruned when they leave Git, no health checks
+    (gitsync waits for none either)."""
     return {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "kind": "Kustomization",
-        "metadata": {"name": "bench", "namespace": ns},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "interval": interval,
-            "path": "./apps",
+            "path": path,
             "prune": True,
             "wait": False,
             "timeout": "5m",

@@ -2,12 +2,17 @@
 
     python -m bench.run            # everything below, at the default sizes
 
-Five parts (GITSYNC_BENCH_PARTS, default ``core,scale,versus,rollback,order``):
+Seven parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollback,order``):
 
 - core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
   next to ``kubectl apply/diff --server-side``;
 - scale: the kubectl comparisons at each size of GITSYNC_BENCH_SCALE (default
   100,1000,5000): cold sync, no-op resync requests and CPU, diff, daemon RSS;
+- floor: the API server's floor for a cold sync (the fewest writes, from a bare
+  client) next to gitsync's cold sync timed to the same end, at each size of
+  GITSYNC_BENCH_FLOOR (default 1000) (bench/floor.py);
+- memory: the daemon's RSS per MyApp above the idle daemon's, at each size of
+  GITSYNC_BENCH_MEMORY (default 1000,5000) (bench/memory.py);
 - versus: gitsync next to Flux (bench/versus.py) at GITSYNC_BENCH_VS_N (default
   1000), GITSYNC_BENCH_RUNS alternating runs (default 3), one poll interval of
   GITSYNC_BENCH_INTERVAL seconds for both (default 60);
@@ -45,10 +50,13 @@ from typing import Any, TypeVar
 
 import yaml
 
+from bench import floor as floorlib
+from bench import memory as memorylib
 from bench import order as orderlib
 from bench import profile, report, versus
 from bench import rollback as rollbacklib
 from bench.common import (
+    GIT,
     GITSYNC,
     KUBECTL,
     ROOT,
@@ -58,12 +66,12 @@ from bench.common import (
     cpu_seconds,
     delta,
     ensure_nodes,
+    git_repo,
     namespace,
     percentiles,
     server_requests,
     sh,
     wait,
-    write_repo,
     writes,
 )
 from gitsync.engine.planner import stamped
@@ -124,24 +132,6 @@ def bench_operator(kube: Kube, out: Results, n: int) -> None:
         ),
         "resync_server_requests": idle,
     }
-
-
-GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-
-
-def git_repo(tmp: Path, name: str, ns: str, n: int) -> tuple[Path, Path]:
-    """A bare repository of n MyApps and the work tree that pushes to it."""
-    bare, work = tmp / f"{name}.git", tmp / f"{name}-work"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    write_repo(work, ns, n)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "."],
-        ["commit", "-qm", "apps"],
-        ["push", "-q", str(bare), "main"],
-    ):
-        subprocess.run([*GIT, "-C", str(work), *args], check=True)
-    return bare, work
 
 
 def bench_sync(kube: Kube, tmp: Path, out: Results, n: int) -> tuple[Controller, Path, str]:
@@ -472,9 +462,13 @@ def _partial(out: Results) -> None:
 
 def main() -> int:
     parts = set(
-        os.environ.get("GITSYNC_BENCH_PARTS", "core,scale,versus,rollback,order").split(",")
+        os.environ.get(
+            "GITSYNC_BENCH_PARTS", "core,scale,floor,memory,versus,rollback,order"
+        ).split(",")
     )
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
+    floor_sizes = _sizes("GITSYNC_BENCH_FLOOR", "1000")
+    memory_sizes = _sizes("GITSYNC_BENCH_MEMORY", "1000,5000")
     settings = versus.Settings(
         n=int(os.environ.get("GITSYNC_BENCH_VS_N", "1000")),
         runs=int(os.environ.get("GITSYNC_BENCH_RUNS", "3")),
@@ -486,10 +480,10 @@ def main() -> int:
     sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
     # kubectl's and gitsync's copies of the largest size are up at once, next to the
     # operator's: kwok Nodes with room for all of their Pods
-    ensure_nodes(kube, 4 * max([N, *scale]))
+    ensure_nodes(kube, 4 * max([N, *scale, *floor_sizes, *memory_sizes]))
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
     out: Results = {"n": N, "facts": report.facts(kube)}
-    if min([N, *scale, settings.n]) < 100:
+    if min([N, *scale, *floor_sizes, *memory_sizes, settings.n]) < 100:
         out["smoke"] = True  # the report says so: sizes this small check the harness only
     if os.environ.get("GITSYNC_BENCH_PROFILE"):
         out["profiled"] = True
@@ -508,6 +502,12 @@ def main() -> int:
                 print(f"bench: scale curve at N={n}", flush=True)
                 out["scale"][str(n)] = core(kube, tmp, n, scale_only=True)
                 _partial(out)
+        if "floor" in parts:
+            out["floor"] = floorlib.compare(kube, tmp, floor_sizes)
+            _partial(out)
+        if "memory" in parts:
+            out["memory"] = memorylib.memory(kube, tmp, memory_sizes)
+            _partial(out)
         if "versus" in parts:
             out["versus"] = versus.versus(kube, tmp, settings)
             _partial(out)

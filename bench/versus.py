@@ -6,7 +6,13 @@ namespace gets N MyApps from a Git repository served over loopback HTTP:
 - ``gitsync``: ``gitsync run --repo …`` (sync loop, webhook and operator in one process);
 - ``flux``: source-controller + kustomize-controller, a GitRepository and one
   Kustomization (plain manifests, ``prune: true``), and ``gitsync run`` without
-  ``--repo`` (the operator alone), so the Deployments cost the same in both.
+  ``--repo`` (the operator alone), so the Deployments cost the same in both;
+- ``flux-tuned``: Flux as its docs advise for many apps: the MyApps split over
+  ``Settings.kustomizations`` Kustomizations (one directory each), both controllers
+  with ``--concurrent`` raised and the kube-api QPS and burst raised.
+
+The repository is split into those directories for every tool (gitsync and the one
+Kustomization read them all, recursively).
 
 Then, in that order: cold sync, steady state over whole intervals, a commit
 changing 10 % of MyApps, drift on up to 100 MyApps, a commit removing 10 %.
@@ -52,7 +58,10 @@ from gitsync.kube.informer import Informer
 from testenv import cluster, peers
 
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-TOOLS = ("gitsync", "flux")
+TOOLS = ("gitsync", "flux", "flux-tuned")
+#: flux-tuned's controller flags (Flux's vertical-scaling guide: concurrency 10 or
+#: more; QPS and burst to match it)
+FLUX_TUNED_FLAGS = ("--concurrent=20", "--kube-api-qps=500", "--kube-api-burst=1000")
 #: resources whose server-side request counts belong to the tools (plus the
 #: controller manager's Deployment status writes, the same in both); not leases:
 #: leader election is off for both, and kwok's Node heartbeats are leases
@@ -69,6 +78,8 @@ class Settings:
     steady_intervals: int = 2
     drift: int = 100  # MyApps edited in the drift scenario (at most n)
     timeout: float = 900.0
+    #: directories of the repository, and flux-tuned's Kustomizations (one each)
+    kustomizations: int = 10
 
 
 # --- the Git repository ---------------------------------------------------------------
@@ -81,10 +92,17 @@ class Repo:
     url: str
     ns: str
     apps: list[str] = field(default_factory=list)
+    shards: int = 1
+
+    def file(self, app: str) -> Path:
+        """``apps/sK/<app>.yaml``: app i in directory i mod shards."""
+        return self.work / "apps" / f"s{int(app.rsplit('-', 1)[1]) % self.shards}" / f"{app}.yaml"
 
     def write(self, app: str, image: str = "nginx:1.27") -> None:
         extra = {"driftPolicy": "report"} if app in _report_apps(self.apps) else {}
-        (self.work / "apps" / f"{app}.yaml").write_text(app_yaml(self.ns, app, image, **extra))
+        path = self.file(app)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(app_yaml(self.ns, app, image, **extra))
 
     def git(self, *args: str) -> None:
         subprocess.run([*GIT, "-C", str(self.work), *args], check=True, capture_output=True)
@@ -95,12 +113,15 @@ class Repo:
         self.git("push", "-q", str(self.bare), "main")
 
 
-def make_repo(root: Path, server: GitHttpServer, name: str, ns: str, n: int) -> Repo:
+def make_repo(
+    root: Path, server: GitHttpServer, name: str, ns: str, n: int, shards: int = 1
+) -> Repo:
     bare, work = root / f"{name}.git", root / f"{name}-work"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
     (work / "apps").mkdir(parents=True)
     subprocess.run([*GIT, "init", "-q", "-b", "main", str(work)], check=True)
-    repo = Repo(bare, work, server.url(bare.name), ns, [f"app-{i:04d}" for i in range(n)])
+    apps = [f"app-{i:04d}" for i in range(n)]
+    repo = Repo(bare, work, server.url(bare.name), ns, apps, shards)
     for app in repo.apps:
         repo.write(app)
     repo.push("apps")
@@ -220,13 +241,21 @@ def start_gitsync(repo: Repo, tmp: Path, s: Settings, extra: tuple[str, ...] = (
     )
 
 
-def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
+def _kustomizations(repo: Repo, tuned: bool) -> dict[str, str]:
+    """Name → path: one over every directory, or (tuned) one per directory."""
+    if not tuned:
+        return {"bench": "./apps"}
+    return {f"bench-{k}": f"./apps/s{k}" for k in range(repo.shards)}
+
+
+def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings, *, tuned: bool = False) -> Running:
     port = cluster.free_port()
     log = cluster.STATE / "logs" / "bench-operator.log"
     operator = _gitsync_process(_gitsync_argv(repo.ns, port, tmp, []), log)
     flux = fluxlib.Flux()
+    kustomizations = _kustomizations(repo, tuned)
     try:
-        flux = fluxlib.start(tmp)
+        flux = fluxlib.start(tmp, FLUX_TUNED_FLAGS if tuned else ())
         every = f"{s.interval:g}s"
         # created with the controllers just started, as gitsync's repo is given at its
         # start: both cold syncs count from the same moment, process start included
@@ -234,10 +263,11 @@ def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
             resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns),
             fluxlib.git_repository(repo.ns, repo.url, every),
         )
-        kube.create(
-            resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns),
-            fluxlib.kustomization(repo.ns, every),
-        )
+        for name, path in kustomizations.items():
+            kube.create(
+                resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns),
+                fluxlib.kustomization(repo.ns, every, name, path),
+            )
     except BaseException:
         flux.stop()
         _stop_process(operator)
@@ -257,7 +287,10 @@ def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
         # keeps a finalizer, and with no controller to lift it the namespace would
         # stay Terminating for good
         paths = [
-            resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns, "bench"),
+            *(
+                resource_path("kustomize.toolkit.fluxcd.io/v1", "kustomizations", repo.ns, k)
+                for k in kustomizations
+            ),
             resource_path("source.toolkit.fluxcd.io/v1", "gitrepositories", repo.ns, "bench"),
         ]
         try:
@@ -270,7 +303,8 @@ def start_flux(kube: Kube, repo: Repo, tmp: Path, s: Settings) -> Running:
             _stop_process(operator)
 
     procs = [(c.proc, c.log) for c in flux.controllers] + [(operator, log)]
-    return Running("flux", flux.pids, flux.requests, stop, notify, procs, operator.pid)
+    tool = "flux-tuned" if tuned else "flux"
+    return Running(tool, flux.pids, flux.requests, stop, notify, procs, operator.pid)
 
 
 def _exists(kube: Kube, path: str) -> bool:
@@ -388,11 +422,14 @@ def one_run(
     kube: Kube, server: GitHttpServer, tmp: Path, tool: str, run: int, s: Settings
 ) -> Results:
     ns = namespace(kube, f"vs-{tool}-{run}")
-    repo = make_repo(tmp, server, f"{tool}-{run}", ns, s.n)
+    repo = make_repo(tmp, server, f"{tool}-{run}", ns, s.n, s.kustomizations)
     out: Results = {}
     with Observer(kube, ns) as obs:
         t0 = time.perf_counter()
-        running = start_flux(kube, repo, tmp, s) if tool == "flux" else start_gitsync(repo, tmp, s)
+        if tool == "gitsync":
+            running = start_gitsync(repo, tmp, s)
+        else:
+            running = start_flux(kube, repo, tmp, s, tuned=tool == "flux-tuned")
         try:
 
             def synced() -> bool:
@@ -444,22 +481,28 @@ def _steady(kube: Kube, running: Running, s: Settings, out: Results) -> None:
 
 def _diff(repo: Repo, tool: str, out: Results) -> None:
     """Nothing changed: ``gitsync diff`` of the work tree in the gitsync runs, ``flux diff
-    kustomization`` (or, without the flux CLI, ``kubectl diff --server-side``) in Flux's."""
+    kustomization`` of each Kustomization (or, without the flux CLI, ``kubectl diff
+    --server-side``) in Flux's, one after the other."""
+    argvs: list[list[str]] = []
     if tool == "gitsync":
         argv = [GITSYNC, "diff", "--repo", str(repo.work), "--instance-repo", repo.url]
-        argv += ["--path", "apps"]
+        argvs.append([*argv, "--path", "apps"])
     elif peers.binary("flux").exists():
-        argv = [str(peers.binary("flux")), "diff", "kustomization", "bench", "-n", repo.ns]
-        argv += ["--path", str(repo.work / "apps"), "--kubeconfig", str(cluster.KUBECONFIG)]
+        for name, path in _kustomizations(repo, tool == "flux-tuned").items():
+            argv = [str(peers.binary("flux")), "diff", "kustomization", name, "-n", repo.ns]
+            argv += ["--path", str(repo.work / path), "--kubeconfig", str(cluster.KUBECONFIG)]
+            argvs.append(argv)
     else:
         argv = [*_kubectl(), "diff", "--server-side", "--field-manager=kustomize-controller"]
-        argv += ["-f", str(repo.work / "apps")]
+        argvs.append([*argv, "-R", "-f", str(repo.work / "apps")])
     start = time.perf_counter()
-    proc = sh(*argv, check=False)
+    codes = [sh(*argv, check=False).returncode for argv in argvs]
+    first = argvs[0]
     out["diff"] = {
-        "command": " ".join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv[:3])),
+        "command": " ".join(Path(first[0]).name if i == 0 else a for i, a in enumerate(first[:3])),
+        "commands": len(argvs),
         "s": round(time.perf_counter() - start, 3),
-        "exit": proc.returncode,
+        "exit": max(codes),
     }
 
 
@@ -563,7 +606,7 @@ def _drift(kube: Kube, obs: Observer, repo: Repo, tool: str, s: Settings, out: R
 def _prune(obs: Observer, repo: Repo, running: Running, s: Settings, out: Results) -> None:
     removed = _tenth(repo, 5)
     for app in removed:
-        (repo.work / "apps" / f"{app}.yaml").unlink()
+        repo.file(app).unlink()
     repo.push("remove a tenth")
     start = time.perf_counter()
     running.notify(2)
@@ -603,6 +646,8 @@ def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
         "n": s.n,
         "runs": s.runs,
         "interval_s": s.interval,
+        "kustomizations": s.kustomizations,
+        "flux_tuned_flags": " ".join(FLUX_TUNED_FLAGS),
         "runs_by_tool": per_tool,
         "summary": {t: summarize(rs) for t, rs in per_tool.items()},
     }

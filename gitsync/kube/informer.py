@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj], None]
 #: what the cache keeps of an object as it arrives (controller-runtime's cache
-#: transform): by default all of it
-Transform = Callable[[Obj], Obj]
+#: transform), given the version it replaces: by default all of it
+Transform = Callable[[Obj, Obj | None], Obj]
 
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
@@ -76,6 +76,7 @@ class Informer:
         self.name = name or path
         self.page_size = page_size
         self._transform: Transform = transform or _whole
+        self._last: Obj | None = None
         self.cache: dict[str, Obj] = {}
         #: the cache holds every object as of this resourceVersion (list, event, bookmark)
         self._complete_at = ""
@@ -101,12 +102,20 @@ class Informer:
         so the next step of the same pass sees it (its uid, for ownerReferences).
         A reply about an object the watch has since deleted is dropped."""
         key = key_of(obj)
-        obj = self._transform(obj)
+        obj = self._kept(key, obj)
         with self._lock:
             old = self.cache.get(key)
             fresh = not self._deleted(key, obj) if old is None else _newer(obj, old)
             if fresh:
                 self.cache[key] = obj
+
+    def _kept(self, key: str, obj: Obj) -> Obj:
+        """What the cache keeps of ``obj``: the transform, given the version it
+        replaces or else the last object kept (in a fleet, objects of one kind are
+        alike: a compacting transform takes each part equal to it from it whole)."""
+        kept = self._transform(obj, self.cache.get(key) or self._last)
+        self._last = kept  # from several threads: any recent object of the kind will do
+        return kept
 
     def tombstones(self) -> int:
         """How many deleted keys are remembered (bounded: see ``_bury``)."""
@@ -198,7 +207,8 @@ class Informer:
             for obj in page.get("items", []):
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
-                items[key_of(obj)] = self._transform(obj)
+                key = key_of(obj)
+                items[key] = self._kept(key, obj)
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 break
@@ -269,7 +279,7 @@ class Informer:
 
     def _apply_event(self, kind: object, obj: Obj) -> None:
         key = key_of(obj)
-        obj = self._transform(obj)
+        obj = self._kept(key, obj)
         with self._lock:
             self._complete_at = _rv(obj) or self._complete_at
             if kind == "DELETED":
@@ -292,7 +302,7 @@ class Informer:
                 log.exception("informer %s: handler failed", self.name)
 
 
-def _whole(obj: Obj) -> Obj:
+def _whole(obj: Obj, old: Obj | None) -> Obj:
     return obj
 
 

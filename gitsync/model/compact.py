@@ -44,6 +44,7 @@ _SWEEP_AT_LEAST: Final = 10_000
 _TABLE_ONLY: Final = 3
 
 _Scalar = (str, int, float, bool, type(None))
+_EMPTY: Final[dict[str, Any]] = {}
 
 
 class Compactor:
@@ -61,19 +62,42 @@ class Compactor:
     def __len__(self) -> int:
         return len(self._table)
 
-    def compact(self, obj: Obj) -> Obj:
-        """A copy of ``obj``, equal to it, sharing nodes with earlier copies."""
-        out: Obj = self._node(obj, 0, "")
+    def compact(self, obj: Obj, like: Obj | None = None) -> Obj:
+        """A copy of ``obj``, equal to it, sharing nodes with earlier copies.
+
+        ``like``: a compacted earlier version of the same object (the one a watch
+        event replaces); each part of ``obj`` equal to its part is taken from it
+        whole, so that an event costs what it changed (one ``==`` in C per unchanged
+        part, not a walk in Python). Equal is Python's ``==``, under which ``true``
+        and ``1`` are equal: the API server writes each field of an object with the
+        one JSON type its schema gives it, so one field of two versions of one
+        object never holds those two."""
+        out: Obj = self._node(obj, 0, "", like)
         if len(self._table) > self._sweep_at:
             self.sweep()
         return out
 
-    def _node(self, node: Any, depth: int, key: str) -> Any:
+    def _node(self, node: Any, depth: int, key: str, like: Any = None) -> Any:
         if isinstance(node, dict):
-            d = {sys.intern(k): self._node(v, depth + 1, k) for k, v in node.items()}
+            if isinstance(like, dict):
+                if node == like:
+                    return like
+                old = like
+            else:
+                old = _EMPTY
+            d = {sys.intern(k): self._node(v, depth + 1, k, old.get(k)) for k, v in node.items()}
             return d if depth < _OWN_DEPTH else self._shared(d, self._signature(d.items()))
         if isinstance(node, list):
-            items = [self._node(v, depth + 1, key) for v in node]
+            if isinstance(like, list):
+                if node == like:
+                    return like
+                olds = like
+            else:
+                olds = []
+            items = [
+                self._node(v, depth + 1, key, olds[i] if i < len(olds) else None)
+                for i, v in enumerate(node)
+            ]
             return items if depth < _OWN_DEPTH else self._shared(items, self._signature(items))
         if type(node) is str and len(node) <= INTERN_UP_TO and key not in _UNIQUE:
             return sys.intern(node)
@@ -144,11 +168,11 @@ def _same_child(x: Any, y: Any) -> bool:
     return isinstance(y, _Scalar) and type(x) is type(y) and x == y
 
 
-def cached(obj: Obj) -> Obj:
+def cached(obj: Obj, like: Obj | None = None) -> Obj:
     """What an informer cache keeps of an object (controller-runtime's cache
     transform): all of it but kubectl's last-applied annotation (a copy of a whole
     object, unique to it, that nothing in gitsync reads: drift never compares it),
-    compacted in ``SHARED``."""
+    compacted in ``SHARED`` (``like``: the version it replaces in the cache)."""
     meta = obj.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     if (
@@ -158,7 +182,7 @@ def cached(obj: Obj) -> Obj:
     ):
         rest = {k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION}
         obj = {**obj, "metadata": {**meta, "annotations": rest}}
-    return SHARED.compact(obj)
+    return SHARED.compact(obj, like)
 
 
 #: the one table the caches and memos of a process share: a Deployment rendered from

@@ -61,6 +61,11 @@ def crash_component(
                     f"run {run}: {name} SIGKILLed {delay:.1f}s into the sync, down {downtime:.1f}s"
                 )
                 private_cp.restart(name, downtime, crash=True)
+                # kwok (the stand-in kubelet) does not retry a Pod's stage that failed
+                # while the store was down, where a kubelet resyncs its Pods: such Pods
+                # would stay Pending for good, whatever gitsync does. Restarted, kwok
+                # lists the Pods again and plays their stages
+                private_cp.restart("kwok", 0.0, crash=False)
                 took, final = wait_converged(
                     pkube, pns, images_for(run), CONVERGE, f"run {run} after the {name} kill"
                 )

@@ -10,17 +10,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench import floor as floorlib
+from bench import memory as memorylib
 from bench import order as orderlib
 from bench import report, versus
 from bench import rollback as rollbacklib
-from gitsync.kube.client import Kube
+from gitsync.kube.client import Kube, path_of
 
 
 def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Path) -> None:
-    settings = versus.Settings(n=5, runs=1, interval=5.0, steady_intervals=1, timeout=90.0)
+    settings = versus.Settings(
+        n=5, runs=1, interval=5.0, steady_intervals=1, timeout=90.0, kustomizations=2
+    )
     out = versus.versus(kube, tmp_path / "work", settings)
 
-    assert set(out["runs_by_tool"]) == {"gitsync", "flux"}
+    assert set(out["runs_by_tool"]) == {"gitsync", "flux", "flux-tuned"}
     for tool, runs in out["runs_by_tool"].items():
         (r,) = runs
         assert r["cold_sync_s"] > 0, tool
@@ -39,11 +43,13 @@ def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Pat
     # gitsync shows drift it was told to leave in status; Flux has no such place
     assert out["runs_by_tool"]["gitsync"][0]["drift"]["in_status_objects"] == 1
     assert out["runs_by_tool"]["flux"][0]["drift"]["in_status_s"] is None
+    # the tuned Flux diffs each of its Kustomizations
+    assert out["runs_by_tool"]["flux-tuned"][0]["diff"]["commands"] == 2
 
     written = report.write({"n": 5, "smoke": True, "versus": out}, tmp_path / "results", "smoke")
     assert json.loads((tmp_path / "results" / "smoke.json").read_text())["versus"]["n"] == 5
     table = (tmp_path / "results" / "smoke.md").read_text()
-    assert "| cold_sync_s |" in table and "Smoke run" in table
+    assert "| cold_sync_s |" in table and "Smoke run" in table and "Flux tuned" in table
     assert any(p.suffix == ".png" and p.stat().st_size > 0 for p in written)
 
 
@@ -73,3 +79,24 @@ def test_a_chain_changed_by_one_commit_is_applied_link_after_link(
     assert out["to_last_available_s"] >= out["to_last_applied_s"] > 0
     text = report.markdown({"n": 3, "smoke": True, "order": out})
     assert "A chain of 3 MyApps" in text and "in order: yes" in text
+
+
+def test_the_floor_and_the_daemons_memory_are_measured(
+    kube: Kube, crd: str, tmp_path: Path
+) -> None:
+    floor = floorlib.compare(kube, tmp_path, [5])
+    r = floor["5"]
+    assert set(r["floor"]["by_workers"]) == set(floorlib.WORKERS)
+    # the floor's writes are what a cold sync leaves: each MyApp with a status and an
+    # owned Deployment
+    apps = kube.list(path_of("MyApp", "bench-floor"))["items"]
+    deployments = kube.list(path_of("Deployment", "bench-floor"))["items"]
+    assert len(apps) == 5 and all(a["status"]["observedGeneration"] == 1 for a in apps)
+    owners = {d["metadata"]["ownerReferences"][0]["uid"] for d in deployments}
+    assert owners == {a["metadata"]["uid"] for a in apps}
+    assert r["gitsync"]["s"] >= r["gitsync"]["pass_s"] > 0 and r["ratio"] > 0
+    assert r["gitsync"]["requests"].get("APPLY", 0) >= 5  # a MyApp apply each at least
+    memory = memorylib.memory(kube, tmp_path, [5])
+    assert memory["idle_rss_mib"] > 10 and memory["sizes"]["5"]["rss_mib"] > 10
+    text = report.markdown({"n": 5, "smoke": True, "floor": floor, "memory": memory})
+    assert "| 5 |" in text and "API server's floor" in text and "Daemon memory" in text

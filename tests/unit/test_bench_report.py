@@ -35,21 +35,26 @@ def test_runs_alternate_which_tool_goes_first() -> None:
     assert order == [
         (0, "gitsync"),
         (0, "flux"),
+        (0, "flux-tuned"),
+        (1, "flux-tuned"),
         (1, "flux"),
         (1, "gitsync"),
         (2, "gitsync"),
         (2, "flux"),
+        (2, "flux-tuned"),
     ]
 
 
-def test_table_states_each_target_and_whether_it_was_met() -> None:
+def test_table_states_each_target_against_the_stronger_flux_and_whether_it_was_met() -> None:
     vs = {
         "n": 1000,
         "runs": 1,
         "interval_s": 60.0,
         "summary": {
             "gitsync": versus.summarize([_run(10, 5, 120, 0.1)]),
-            "flux": versus.summarize([_run(20, 2000, 100, 30)]),
+            "flux": versus.summarize([_run(40, 2000, 100, 30)]),
+            # tuned: faster, more requests, more memory; each figure's stronger one counts
+            "flux-tuned": versus.summarize([_run(20, 4000, 300, 30)]),
         },
     }
     rows = {r.split(" | ")[0].strip("| "): r for r in report.versus_table(vs)}
@@ -58,6 +63,36 @@ def test_table_states_each_target_and_whether_it_was_met() -> None:
     assert rows["requests_per_interval"].endswith("| yes |")
     assert "| 1.2 |" in rows["rss_mib"] and rows["rss_mib"].endswith("| no |")
     assert rows["drift_reverted_p50_s"].endswith("| yes |")
+
+
+def test_a_table_without_the_tuned_flux_still_compares_with_flux() -> None:
+    vs = {
+        "n": 1000,
+        "runs": 1,
+        "interval_s": 60.0,
+        "summary": {
+            "gitsync": versus.summarize([_run(10, 5, 120, 2)]),
+            "flux": versus.summarize([_run(40, 2000, 100, 30)]),
+        },
+    }
+    rows = {r.split(" | ")[0].strip("| "): r for r in report.versus_table(vs)}
+    assert "| 0.25 |" in rows["cold_sync_s"]
+    assert rows["drift_reverted_p50_s"].endswith("| no |")
+
+
+def test_the_floor_and_memory_tables_give_ratios_and_per_myapp_figures() -> None:
+    floor = {
+        "1000": {
+            "floor": {"s": 8.0, "workers": 32, "by_workers": {}},
+            "gitsync": {"s": 11.0, "requests": {"APPLY": 2000, "LIST": 3}, "writes_per_myapp": 3},
+            "ratio": 1.38,
+        }
+    }
+    row = report.floor_table(floor)[-1]
+    assert row.startswith("| 1000 | 8.0 | 32 | 11.0 | 1.38 | ≤ 1.25 | no |")
+    assert "APPLY 2000, LIST 3" in row
+    memory = {"idle_rss_mib": 60.0, "sizes": {"1000": {"rss_mib": 75.0, "kib_per_myapp": 15.4}}}
+    assert report.memory_table(memory)[-1] == "| 1000 | 75.0 | 15.4 | ≤ 16 | yes |"
 
 
 def test_scale_table_gives_the_cost_per_object() -> None:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from gitsync.errors import APIServerError
-from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer
+from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer, Transform
 from gitsync.model.api import Obj
+from gitsync.model.compact import cached
 
 KEY = "ns/web"
 
@@ -108,10 +109,13 @@ def started() -> Iterator[Callable[..., tuple[Informer, FakeAPI, Recorder]]]:
     informers: list[Informer] = []
 
     def start(
-        items: list[Obj], list_rv: int, clock: Callable[[], float] = time.monotonic
+        items: list[Obj],
+        list_rv: int,
+        clock: Callable[[], float] = time.monotonic,
+        transform: Transform | None = None,
     ) -> tuple[Informer, FakeAPI, Recorder]:
         api = FakeAPI(items, list_rv)
-        inf = Informer(api, "/api/v1/configmaps", name="test", clock=clock)
+        inf = Informer(api, "/api/v1/configmaps", name="test", clock=clock, transform=transform)
         rec = Recorder()
         inf.add_handler(rec)
         inf.start()
@@ -308,3 +312,24 @@ def test_a_broken_stream_relists_after_a_backoff(
     eventually(lambda: api.watches == ["10", "20"], "the relist and a new watch")
     rec.wait_for(("MODIFIED", "web", "12"))
     assert api.lists == 2 and inf.relists == 2
+
+
+def test_a_compacting_cache_takes_an_events_unchanged_parts_from_the_version_it_replaces(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    first = cm("web", 5) | {"data": {"a": "1"}, "spec": {"x": {"y": [1, 2]}}}
+    second = copy.deepcopy(first) | {"data": {"a": "2"}}
+    second["metadata"]["resourceVersion"] = "6"
+    inf, api, rec = started([first], 10, transform=cached)
+    cached_first = inf.get(KEY)
+    assert cached_first == first
+    api.push("MODIFIED", copy.deepcopy(second))
+    rec.wait_for(("MODIFIED", "web", "6"))
+    cached_second = inf.get(KEY)
+    assert cached_first is not None and cached_second == second
+    assert cached_second["spec"] is cached_first["spec"]
+    # a new object is compacted like the last one kept: its equal parts are shared
+    api.push("ADDED", cm("db", 7, uid="uid-db") | {"spec": {"x": {"y": [1, 2]}}})
+    rec.wait_for(("ADDED", "db", "7"))
+    db = inf.get("ns/db")
+    assert db is not None and db["spec"] is cached_second["spec"]

@@ -1,0 +1,123 @@
+"""The API server's floor for a cold sync, and gitsync's cold sync timed to the same end.
+
+The floor is the fewest requests a cold sync of N MyApps needs, sent by a bare client
+and nothing else: per MyApp one server-side apply that creates it, one that creates its
+Deployment (owned by it, so it waits for the MyApp's uid) and one status write. Each
+worker sends one MyApp's three in order; the pool's size that is fastest at N (of
+``WORKERS``) is the floor.
+
+gitsync's cold sync is timed to the same end point: every MyApp and Deployment created
+and every MyApp's status written (``status.observedGeneration`` present), as its own
+caches see it. Rollout (Pods, Available) is not in either; the status write gitsync
+holds back for the deployment controller's first word is, and is listed with every
+request gitsync sends beyond the floor's 3 per MyApp.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import app_yaml, delta, git_repo, namespace, server_requests, wait
+from gitsync.gitops.sync import Syncer, SyncOptions
+from gitsync.kube.client import Kube, path_of
+from gitsync.model.render import render
+from gitsync.reconcile.controller import Controller, ControllerConfig
+from gitsync.source.checkout import open_source
+
+WORKERS = (16, 32, 64)
+MANAGER = "floor"
+Results = dict[str, Any]
+
+
+def _one(kube: Kube, ns: str, name: str) -> None:
+    body = yaml.safe_load(app_yaml(ns, name))
+    created = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
+    deployment = render(created)
+    kube.apply(path_of("Deployment", ns, name), deployment, field_manager=MANAGER, force=True)
+    status = {
+        "apiVersion": body["apiVersion"],
+        "kind": body["kind"],
+        "metadata": {"name": name, "namespace": ns},
+        "status": {"observedGeneration": created["metadata"].get("generation", 1)},
+    }
+    kube.apply(path_of("MyApp", ns, name, "status"), status, field_manager=MANAGER, force=True)
+
+
+def floor_once(kube: Kube, n: int, workers: int) -> float:
+    """Seconds for ``workers`` threads to send the 3 writes of each of n MyApps."""
+    ns = namespace(kube, "bench-floor")
+    names = [f"app-{i:04d}" for i in range(n)]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda name: _one(kube, ns, name), names))
+    return time.perf_counter() - start
+
+
+def floor(kube: Kube, n: int) -> Results:
+    """The floor at n: each pool size once, the fastest kept."""
+    by_workers = {w: round(floor_once(kube, n, w), 2) for w in WORKERS}
+    best = min(by_workers, key=lambda w: by_workers[w])
+    return {"s": by_workers[best], "workers": best, "by_workers": by_workers}
+
+
+def _written(c: Controller, n: int) -> Callable[[], bool]:
+    def done() -> bool:
+        apps = c.myapps.items()
+        return (
+            len(apps) >= n
+            and len(c.deployments.items()) >= n
+            and all("observedGeneration" in (a.get("status") or {}) for a in apps)
+        )
+
+    return done
+
+
+def gitsync_cold(kube: Kube, tmp: Path, n: int) -> Results:
+    """gitsync's cold sync of n MyApps (one pass, in-process operator), timed to every
+    write accepted; its requests by verb."""
+    ns = namespace(kube, "bench-floor-gitsync")
+    bare, _work = git_repo(tmp, f"floor-{n}", ns, n)
+    url = f"file://{bare}"
+    c = Controller(kube, ControllerConfig(namespace=ns, workers=8))
+    c.start()
+    c.wait_synced(60)
+    s = Syncer(
+        c, open_source(url, "main", tmp / f"floor-{n}-cache"), SyncOptions(repo=url, path="apps")
+    )
+    ours0, server0 = dict(kube.requests), server_requests(kube)
+    start = time.perf_counter()
+    s.run()
+    pass_s = time.perf_counter() - start
+    wait("every write accepted", _written(c, n), every=0.02)
+    written_s = time.perf_counter() - start
+    ours = {k: v - ours0.get(k, 0) for k, v in kube.requests.items() if v - ours0.get(k, 0)}
+    server = delta(server_requests(kube), server0)
+    c.stop()
+    return {
+        "s": round(written_s, 2),
+        "pass_s": round(pass_s, 2),
+        "requests": ours,
+        "writes_per_myapp": round(
+            sum(v for k, v in ours.items() if k.split("/")[0] in ("APPLY", "PATCH", "POST")) / n,
+            2,
+        ),
+        "server_requests": {
+            k: v - server0.get(k, 0) for k, v in server.items() if v - server0.get(k, 0)
+        },
+    }
+
+
+def compare(kube: Kube, tmp: Path, sizes: list[int]) -> Results:
+    """At each n: the floor, gitsync's cold sync to the same end, and their ratio."""
+    out: Results = {}
+    for n in sizes:
+        fl = floor(kube, n)
+        gs = gitsync_cold(kube, tmp, n)
+        out[str(n)] = {"floor": fl, "gitsync": gs, "ratio": round(gs["s"] / fl["s"], 2)}
+    return out
