@@ -9,9 +9,9 @@ worker sends one MyApp's three in order; the pool's size that is fastest at N (o
 gitsync's cold sync (one pass, the operator in-process with 8 workers; ``gitsync run``
 has 4 by default, ``--workers``) is timed to the same end point: every MyApp and
 Deployment created and every MyApp's status written (``status.observedGeneration``
-present), as its own caches see it. Rollout (Pods, Available) is not in either; the status write gitsync
-holds back for the deployment controller's first word is, and is listed with every
-request gitsync sends beyond the floor's 3 per MyApp.
+present), as its own caches see it. Rollout (Pods, Available) is not in either; the
+status write gitsync holds back for the deployment controller's first word is, and is
+listed with every request gitsync sends beyond the floor's 3 per MyApp.
 """
 
 from __future__ import annotations

@@ -95,8 +95,11 @@ class Repo:
     shards: int = 1
 
     def file(self, app: str) -> Path:
-        """``apps/sK/<app>.yaml``: app i in directory i mod shards."""
-        return self.work / "apps" / f"s{int(app.rsplit('-', 1)[1]) % self.shards}" / f"{app}.yaml"
+        """``apps/sK/<app>.yaml``: the apps in ``shards`` runs of consecutive numbers, so
+        that a tenth taken every tenth app (a commit's change, a prune) touches every
+        directory, and no directory empties."""
+        shard = int(app.rsplit("-", 1)[1]) * self.shards // max(1, len(self.apps))
+        return self.work / "apps" / f"s{shard}" / f"{app}.yaml"
 
     def write(self, app: str, image: str = "nginx:1.27") -> None:
         extra = {"driftPolicy": "report"} if app in _report_apps(self.apps) else {}

@@ -166,3 +166,16 @@ def test_a_profiled_run_is_labelled_and_never_becomes_latest(tmp_path: Path) -> 
     assert {p.name for p in written} >= {"profiled-d1.json", "profiled-d1.md"}
     assert not list(tmp_path.glob("latest.*"))
     assert "Profiled run" in (tmp_path / "profiled-d1.md").read_text()
+
+
+def test_the_repository_is_split_so_that_every_tenth_touches_every_directory(
+    tmp_path: Path,
+) -> None:
+    apps = [f"app-{i:04d}" for i in range(1000)]
+    repo = versus.Repo(tmp_path / "b.git", tmp_path, "url", "ns", apps, shards=10)
+    dirs = {a: repo.file(a).parent.name for a in apps}
+    assert sorted(set(dirs.values())) == [f"s{k}" for k in range(10)]
+    for offset in (0, 5):  # the change's tenth and the prune's
+        tenth = versus._tenth(repo, offset)
+        assert {dirs[a] for a in tenth} == set(dirs.values())  # each directory keeps the rest
+    assert all(sum(1 for d in dirs.values() if d == f"s{k}") == 100 for k in range(10))
