@@ -150,11 +150,15 @@ def _get(d: Any, *path: str) -> Any:
 def versus_table(vs: Results) -> list[str]:
     s = vs["summary"]
     fluxes = [f for f in FLUXES if f in s]
+    tuned = (
+        f"; Flux tuned: {vs.get('kustomizations', '?')} Kustomizations, "
+        f"{vs.get('flux_tuned_flags', '?')}; the ratio is to the stronger Flux (the lower figure)"
+        if "flux-tuned" in s
+        else ""
+    )
     rows = [
         f"gitsync vs Flux, N={vs['n']}, {vs['runs']} alternating runs, "
-        f"interval {vs['interval_s']:g} s (median, min-max); Flux tuned: "
-        f"{vs.get('kustomizations', '?')} Kustomizations, {vs.get('flux_tuned_flags', '?')}; "
-        "the ratio is to the stronger Flux (the lower figure):",
+        f"interval {vs['interval_s']:g} s (median, min-max){tuned}:",
         "",
         "| figure | gitsync | "
         + " | ".join(FLUXES[f] for f in fluxes)
