@@ -15,6 +15,7 @@ from gitsync.engine.managedfields import fields_of
 from gitsync.model.api import APPLIED_ANNOTATION, LAST_APPLIED_ANNOTATION, Obj
 from gitsync.model.compact import Compactor, cached
 from gitsync.model.render import render
+from tests.fuzz.test_fields import encode
 from tests.unit.drift_samples import MYAPP, live_deployment
 
 _json = st.recursive(
@@ -188,22 +189,6 @@ def test_the_cache_drops_kubectls_last_applied_annotation_and_nothing_else() -> 
     assert cached(live) == live
 
 
-def _fields_v1(paths: set[tuple[str, ...]]) -> Obj:
-    """The ``fieldsV1`` tree of a set of paths (a member that has fields gets ``.``)."""
-    tree: Obj = {}
-    for path in sorted(paths):
-        node = tree
-        for element in path:
-            node = node.setdefault(element, {})
-    for path in paths:
-        node = tree
-        for element in path:
-            node = node[element]
-        if node:
-            node["."] = {}
-    return tree
-
-
 def _applied(live: Obj) -> Obj:
     """The sample Deployment with gitsync's stamp and managedFields entry, as the
     server keeps it after gitsync's apply."""
@@ -216,7 +201,7 @@ def _applied(live: Obj) -> Obj:
             "apiVersion": "apps/v1",
             "time": "2025-06-01T10:00:00Z",
             "fieldsType": "FieldsV1",
-            "fieldsV1": _fields_v1(fields_of(render(MYAPP))),
+            "fieldsV1": encode(fields_of(render(MYAPP))),
         }
     ]
     return live
