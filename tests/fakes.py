@@ -31,6 +31,7 @@ class FakeCache:
 
     def __init__(self) -> None:
         self.objects: dict[str, Obj] = {}
+        self.relists = 0
 
     def get(self, key: str) -> Obj | None:
         return self.objects.get(key)

@@ -123,6 +123,7 @@ def read_manifests(flags: Flags, rev: Revision, namespace: str) -> manifests.Loa
         denied_namespaces=flags.denied_namespaces,
         watch_namespace=flags.watch_namespace,
         omitted=rev.omitted,
+        listing=rev.listing,
     )
 
 
@@ -154,9 +155,14 @@ def controller(
 
 
 def syncer(
-    flags: Flags, namespaces: Namespaces, controller: Controller, instance: instancelib.Instance
+    flags: Flags,
+    namespaces: Namespaces,
+    controller: Controller,
+    instance: instancelib.Instance,
+    full_every: float = 0.0,
 ) -> Syncer:
-    """The syncer of ``flags`` as ``instance`` (:func:`identity`)."""
+    """The syncer of ``flags`` as ``instance`` (:func:`identity`); ``full_every``: see
+    :attr:`SyncOptions.full_every` (a daemon's interval; a single sync is always full)."""
     opts = SyncOptions(
         repo=flags.repo,
         instance=flags.instance_repo,
@@ -174,6 +180,7 @@ def syncer(
         prune_max_fraction=flags.prune_max_fraction,
         concurrency=flags.concurrency,
         identity=instance,
+        full_every=full_every,
     )
     state = StateWriter(
         controller.kube,

@@ -176,7 +176,11 @@ def run(**kw: Any) -> None:
     controller = common.controller(
         flags, kube, workers=own.workers, namespace=flags.watch_namespace
     )
-    syncer = common.syncer(flags, namespaces, controller, identity) if flags.repo else None
+    syncer = (
+        common.syncer(flags, namespaces, controller, identity, full_every=own.interval)
+        if flags.repo
+        else None
+    )
     metrics = metricslib.standard()
     notifier = _notifier(own, metrics)
     if notifier is not None:

@@ -325,6 +325,8 @@ class Daemon:
                 return
         m = self.metrics
         m.inc("gitsync_sync_total", result="success" if result.ok else "failure")
+        if self.syncer.incremental:
+            m.inc("gitsync_sync_incremental_total")
         m.observe("gitsync_sync_duration_seconds", result.seconds)
         m.observe("gitsync_git_fetch_duration_seconds", result.fetch_seconds)
         for action in ("created", "configured", "unchanged", "pruned", "failed"):
@@ -342,9 +344,10 @@ class Daemon:
         if result.ok:
             m.set("gitsync_last_success_timestamp_seconds", dt.datetime.now(dt.UTC).timestamp())
         log.info(
-            "sync %s at %s: %s",
+            "sync %s at %s%s: %s",
             "succeeded" if result.ok else "failed",
             result.revision or "no revision",
+            " (what the commit changed)" if self.syncer.incremental else "",
             result.summary(),
         )
         self.first_sync.set()

@@ -135,6 +135,11 @@ def standard() -> Metrics:
         "gitsync_sync_total", "counter", "Sync passes by result (success, failure).", ("result",)
     )
     m.describe("gitsync_sync_duration_seconds", "summary", "Duration of a sync pass.")
+    m.describe(
+        "gitsync_sync_incremental_total",
+        "counter",
+        "Sync passes that applied only the MyApps their commit changed.",
+    )
     m.describe_unset("gitsync_last_success_timestamp_seconds", "Unix time of the last good sync.")
     m.describe("gitsync_git_fetch_duration_seconds", "summary", "Duration of the git fetch step.")
     m.describe("gitsync_objects", "gauge", "MyApps by action in the last sync pass.", ("action",))

@@ -37,6 +37,7 @@ from gitsync.errors import (
     VerificationError,
     one_line,
 )
+from gitsync.gitops import increment
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops import pins as pinstore
 from gitsync.gitops.lineage import Lineage
@@ -103,6 +104,10 @@ class SyncOptions:
     #: MyApps applied in parallel: a pass is bound by API round trips, not CPU
     #: (measured at 300 MyApps: 8 → 10.9 s, 32 → 6.1 s, 64 → 5.8 s)
     concurrency: int = 32
+    #: a pass for a new commit applies only the MyApps the commit changed (and those not
+    #: left in Git's state last time) while the last pass over every MyApp is younger than
+    #: this many seconds (see :mod:`gitsync.gitops.increment`); 0: every pass is full
+    full_every: float = 0.0
     #: the instance, when the caller named it already (a local checkout is named after
     #: the repository it is a checkout of); else resolved from the fields above
     identity: instancelib.Instance | None = None
@@ -119,6 +124,11 @@ def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
     }
     meta["annotations"] = {**meta.get("annotations", {}), SOURCE_PATH_ANNOTATION: app.file}
     return body
+
+
+def _unchanged(key: str) -> Change:
+    ns, name = key.split("/", 1)
+    return Change(subject(KIND, ns, name), "unchanged")
 
 
 def identity_of(options: SyncOptions) -> instancelib.Instance:
@@ -218,6 +228,10 @@ class Syncer:
         self.pins: pinlib.Pins | None = pinlib.Pins()
         #: the MyApps of the commits single MyApps are pinned to
         self._pinned = PinnedRevisions(source, self._read)
+        #: what the last pass left, when it ended clean: what the next may start from
+        self._base: increment.Base | None = None
+        #: whether the last pass applied only what its commit changed
+        self.incremental = False
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -237,6 +251,10 @@ class Syncer:
         return result
 
     def _run(self, result: ChangeSet, start: float) -> None:
+        # taken, and left again only by a pass that ends clean: after any failure the
+        # next pass is a full one
+        base, self._base = self._base, None
+        relists = self.controller.myapps.relists + self.controller.deployments.relists
         try:
             pins = self._read_pins()
         except APIError as e:
@@ -308,19 +326,40 @@ class Syncer:
             ns, name = key.split("/", 1)
             result.changes.append(Change(subject(KIND, ns, name), "failed", reason=message))
         todo = [app for key, app in desired.items() if key not in missing | unordered.keys()]
+        only = increment.scope(
+            base,
+            sha=rev.sha,
+            apps=desired,
+            pinned=bool(pins),
+            relists=relists,
+            now=start,
+            full_every=self.options.full_every,
+        )
+        self.incremental = only is not None
+        applying = todo if only is None else [app for app in todo if app.key in only]
         # a proof of absence holds for this pass only: handed to each reconcile
-        absent = self._absent_deployments(app.key for app in todo)
+        absent = self._absent_deployments(app.key for app in applying)
         # the operator holds MyApps to Git only where this pass may apply them
         claim = Claim(self.identity, self.options.adopt)
         declared = {
-            app.key: self._declared_of(app, infos.get(app.key, info), claim) for app in todo
+            app.key: self._declared_of(app, infos.get(app.key, info), claim) for app in applying
         }
         self._declare_dependencies(declared)
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-            done = pool.map(
-                lambda app: self._apply(app, declared[app.key], app.key in absent), todo
+            outcomes = pool.map(
+                lambda app: self._apply(app, declared[app.key], app.key in absent), applying
             )
-            result.changes.extend(o for o in done if o is not None)
+            done = dict(zip((app.key for app in applying), outcomes, strict=True))
+        clean: list[str] = []
+        for app in todo:
+            # in Git's order, as a full pass lists them; one not applied is as the last
+            # pass left it: in Git's state
+            change = done[app.key] if app.key in done else _unchanged(app.key)
+            if change is None:
+                continue
+            result.changes.append(change)
+            if change.action != "failed" and not change.reason and not change.hold:
+                clean.append(app.key)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
             result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
@@ -337,6 +376,16 @@ class Syncer:
         # before applying; a MyApp whose Deployment failed is tracked all the same)
         applied = {app.key for app in todo} - set(self._refused)
         self._prune(result, set(desired) | held, tracked, loaded.ok, applied)
+        if loaded.ok and not result.errors:
+            self._base = increment.after(
+                base,
+                sha=rev.sha,
+                apps=desired,
+                clean=clean,
+                relists=relists,
+                started=start,
+                full=only is None,
+            )
         self._record(result, start)
 
     def _read_pins(self) -> pinlib.Pins:
@@ -404,6 +453,7 @@ class Syncer:
             watch_namespace=self.options.watch_namespace,
             cache=self._parsed,
             omitted=rev.omitted,
+            listing=rev.listing,
         )
 
     def declared(self, key: str, sha: str) -> manifests.DesiredApp | None:

@@ -24,6 +24,9 @@ Params = Mapping[str, Any] | None
 class Cache(Protocol):
     """Objects by ``namespace/name``, as a watch last showed them."""
 
+    #: how many times the cache was listed whole (a relist may follow events missed)
+    relists: int
+
     def get(self, key: str) -> Obj | None: ...
 
     def items(self) -> list[Obj]: ...

@@ -152,7 +152,7 @@ _FORBIDDEN = re.compile(
 )
 
 
-def read_bytes(rel: str, file: Path, max_bytes: int) -> bytes:
+def read_bytes(rel: str, file: str | Path, max_bytes: int) -> bytes:
     """The bytes of one manifest file (a regular file of at most ``max_bytes``)."""
     try:
         # O_NONBLOCK: opening a FIFO named x.yaml must not hang the sync

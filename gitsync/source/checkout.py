@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,6 +56,9 @@ class Revision:
     omitted: tuple[tuple[str, int | None], ...] = ()
     #: checked out as a pin (``fetch_commit``), not as what the ref names
     pinned: bool = False
+    #: the files the checkout wrote under the manifest path, with their blob ids (None:
+    #: not known without walking ``dir``)
+    listing: sparse.Listing | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.ref}@sha1:{self.sha}" if self.sha else self.ref
@@ -196,12 +199,13 @@ class GitSource:
             # refused commit is never checked out, the previous tree stays
             verified = self._verify(remote_ref, sha, obj)
             verified += self._check_descent(remote_ref, sha, obj, after, accept)
-            omitted = self._sparse(sha)
+            planned = self._sparse(sha)
             self._run("checkout", "--quiet", "--force", "--detach", sha)
             self._run("clean", "-ffdx", "--quiet")
             self._current = Revision(
-                ref=self.ref, sha=sha, dir=self._dir, verified=verified, omitted=omitted
-            )
+                ref=self.ref, sha=sha, dir=self._dir, verified=verified,
+                omitted=planned.omitted, listing=planned.listing,
+            )  # fmt: skip
             log.info("checked out %s from %s", self._current, self._where())
             return self._current
 
@@ -231,12 +235,12 @@ class GitSource:
                 except VerificationError as e:
                     log.error("pinned %s", e)
                     raise
-            omitted = self._sparse(sha)
+            planned = self._sparse(sha)
             self._run("checkout", "--quiet", "--force", "--detach", sha)
             self._run("clean", "-ffdx", "--quiet")
             self._current = Revision(
-                ref=self.ref, sha=sha, dir=self._dir, verified=verified, omitted=omitted,
-                pinned=True,
+                ref=self.ref, sha=sha, dir=self._dir, verified=verified,
+                omitted=planned.omitted, listing=planned.listing, pinned=True,
             )  # fmt: skip
             log.info("checked out %s (pinned) from %s", self._current, self._where())
             return self._current
@@ -325,9 +329,9 @@ class GitSource:
                 log.warning("git gc in %s failed: %s", self._dir, e)
         return sha, obj
 
-    def _sparse(self, sha: str) -> tuple[tuple[str, int | None], ...]:
+    def _sparse(self, sha: str) -> sparse.Plan:
         """Make the checkout of ``sha`` write the manifest path alone, minus its files
-        over the size limit (named in the result); a :class:`SourceError` when what is
+        over the size limit (named in the plan returned); a :class:`SourceError` when what is
         left is more than :data:`sparse.MAX_CHECKOUT_BYTES`. Reads only objects the cache
         holds: a blob the server left out is never fetched."""
         tree = sparse.parse_tree(self._run("ls-tree", "-r", "-z", "--full-tree", sha))
@@ -355,7 +359,7 @@ class GitSource:
         check_private(info, directory=True)
         write_private_file(info / "sparse-checkout", planned.patterns)
         self._run("config", "core.sparseCheckout", "true")
-        return planned.omitted
+        return planned
 
     def _has(self, obj: str) -> bool:
         return self._call(["cat-file", "-e", obj])[0] == 0

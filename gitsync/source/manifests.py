@@ -20,6 +20,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -41,6 +42,7 @@ from gitsync.source._files import (
     within,
 )
 from gitsync.source._yaml import Composer, Loader, TooComplex, line_of
+from gitsync.source.sparse import Listing
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class DesiredApp:
     #: the drift page needs neither the file nor a parser
     lines: Lines = field(default=None, compare=False, repr=False)
 
-    @property
+    @cached_property
     def key(self) -> str:
         meta = self.obj["metadata"]
         return f"{meta['namespace']}/{meta['name']}"
@@ -126,6 +128,7 @@ def load(
     limits: Limits = Limits(),
     cache: ParseCache | None = None,
     omitted: Iterable[tuple[str, int | None]] = (),
+    listing: Listing | None = None,
 ) -> LoadResult:
     """Load every ``*.yaml``/``*.yml`` under ``root/path``, in sorted order.
 
@@ -138,6 +141,10 @@ def load(
 
     ``omitted``: files the checkout left out as too large (path in the repository, size
     or None when unknown); each under ``path`` is an error, as if it had been read.
+
+    ``listing``: the files the checkout wrote, with their blob ids; taken instead of a
+    walk when it gives the same files (see :func:`_listed`), and a file whose path and
+    blob are in ``cache`` is not even read. The result is the walk's, file for file.
     """
     real_root = Path(os.path.realpath(root))
     start = Path(os.path.realpath(real_root / path))
@@ -158,9 +165,14 @@ def load(
     parsed.begin(
         (default_namespace, allowed_namespaces, denied_namespaces, watch_namespace, limits)
     )
-    for rel, file in manifest_files(real_root, start, errors, limits.max_dir_depth):
+    listed: Iterable[tuple[str, str, str | None]] | None
+    listed = _listed(listing, real_root, start, limits.max_dir_depth)
+    if listed is None:
+        walked = manifest_files(real_root, start, errors, limits.max_dir_depth)
+        listed = ((rel, str(file), None) for rel, file in walked)
+    for rel, file, blob in listed:
         files += 1
-        found = _load_file(rel, file, checker, limits, parsed)
+        found = _load_file(rel, file, checker, limits, parsed, blob)
         apps.extend(found.apps)
         errors.extend(found.errors)
     parsed.end()
@@ -178,6 +190,38 @@ def load(
     return LoadResult(
         apps=unique, errors=tuple(errors.shown("")), files=files, error_count=errors.total
     )
+
+
+def _listed(
+    listing: Listing | None, root: Path, start: Path, max_depth: int
+) -> list[tuple[str, str, str | None]] | None:
+    """The manifest files the walk would find under ``start``, in its order, from the
+    checkout's listing; None when only the walk can tell (no listing, a listing of
+    another path, a single file, a directory deeper than the walk goes)."""
+    if listing is None or not start.is_dir():
+        return None
+    prefix = start.relative_to(root).as_posix()
+    prefix = "" if prefix == "." else prefix
+    if listing.root and not (prefix == listing.root or prefix.startswith(listing.root + "/")):
+        return None  # the listing holds less than the path
+    out: list[tuple[tuple[str, ...], str, str]] = []
+    for rel, blob in listing.blobs.items():
+        if prefix:
+            if not rel.startswith(prefix + "/"):
+                continue
+            below = rel[len(prefix) + 1 :].split("/")
+        else:
+            below = rel.split("/")
+        if len(below) - 1 > max_depth:
+            return None  # the walk says which directory it did not read
+        if any(part.startswith(".") for part in below):
+            continue  # hidden, as the walk skips it
+        if below[-1].endswith(EXTENSIONS):
+            out.append((tuple(below), rel, blob))
+    # the walk's order: depth first, each directory's entries sorted by name
+    out.sort()
+    base = str(root)
+    return [(rel, f"{base}/{rel}", blob) for _, rel, blob in out]
 
 
 @dataclass(frozen=True)
@@ -297,13 +341,23 @@ def _split_duplicates(
 # --- reading and composing one file ------------------------------------------------------
 
 
-def _load_file(rel: str, file: Path, checker: Checker, limits: Limits, cache: ParseCache) -> _Found:
+def _load_file(
+    rel: str, file: str, checker: Checker, limits: Limits, cache: ParseCache, blob: str | None
+) -> _Found:
+    """What one file holds; ``blob``: its blob id, when the checkout's listing gave it
+    (the file is then known by it, and read only when the cache does not hold it)."""
+    if blob is not None:
+        key = (rel, b"git:" + blob.encode())
+        found = cache.get(key)
+        if found is not None:
+            return found
     try:
         data = read_bytes(rel, file, limits.max_file_bytes)
     except ManifestError as e:  # not a regular file, too large, unreadable: not cached
         return _Found((), (e,))
-    key = (rel, hashlib.blake2b(data, digest_size=32).digest())
-    found = cache.get(key)
+    if blob is None:
+        key = (rel, hashlib.blake2b(data, digest_size=32).digest())
+        found = cache.get(key)
     if found is None:
         apps: list[DesiredApp] = []
         errors = _Capped(limits.max_errors_per_file)

@@ -594,3 +594,26 @@ def test_a_large_file_with_pattern_characters_in_its_name_is_left_out(
     assert rev.omitted == ((name, None),)
     assert sorted(p.name for p in (rev.dir / "apps").iterdir()) == ["a.yaml"]
     assert disk_bytes(cache_dir) < 1 << 20
+
+
+def test_a_checkout_lists_the_files_it_wrote_with_their_blobs(
+    upstream: Upstream, cache_dir: Path
+) -> None:
+    upstream.commit({"apps/a.yaml": app("a"), "apps/x/b.yml": app("b"), "docs/r.md": "hi\n"})
+    source = GitSource(f"file://{upstream.bare}", "main", cache_dir, path="apps")
+    rev = source.fetch()
+    assert rev.listing is not None and rev.listing.root == "apps"
+    blobs = dict(rev.listing.blobs)
+    assert sorted(blobs) == ["apps/a.yaml", "apps/x/b.yml"]  # under the path alone
+    for path, blob in blobs.items():
+        # each one's id is the id of the bytes written (git hash-object of the file)
+        written = subprocess.run(
+            ["git", "hash-object", str(rev.dir / path)], capture_output=True, text=True
+        )
+        assert written.stdout.strip() == blob
+    assert [a.key for a in load(rev.dir, "apps", listing=rev.listing).apps] == ["shop/a", "shop/b"]
+    # a symbolic link in the tree: nothing is listed, the loader walks what was written
+    (upstream.work / "apps" / "c.yaml").symlink_to("a.yaml")
+    upstream.commit({})
+    linked = source.fetch()
+    assert linked.listing is None and (linked.dir / "apps" / "c.yaml").is_symlink()

@@ -29,6 +29,7 @@ class GatedSyncer:
     def __init__(self) -> None:
         self.cancel = threading.Event()
         self.pins = None  # (not known: as when they cannot be read)
+        self.incremental = False
         self.started = 0
         self.running = 0
         self.most_at_once = 0
@@ -276,7 +277,7 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         events=SimpleNamespace(dropped=0, listeners=[]),
         wait_synced=lambda _timeout: True,
     )
-    syncer = SimpleNamespace(run=lambda: ChangeSet(changes=held), pins=None)
+    syncer = SimpleNamespace(run=lambda: ChangeSet(changes=held), pins=None, incremental=False)
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False)
     daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
     try:
