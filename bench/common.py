@@ -61,7 +61,9 @@ def writes(counts: dict[str, int]) -> int:
     return sum(n for verb, n in counts.items() if verb.split("/")[0] in WRITES)
 
 
-def app_yaml(ns: str, name: str, image: str = "nginx:1.27", **extra: object) -> str:
+def app_yaml(
+    ns: str, name: str, image: str = "nginx:1.27", *, replicas: int | str = 1, **extra: object
+) -> str:
     body = [
         "apiVersion: apps.example.com/v1",
         "kind: MyApp",
@@ -70,7 +72,7 @@ def app_yaml(ns: str, name: str, image: str = "nginx:1.27", **extra: object) -> 
         f"  namespace: {ns}",
         "spec:",
         f"  image: {image}",
-        "  replicas: 1",
+        f"  replicas: {replicas}",
         "  port: 8080",
         "  env:",
         "    - name: MODE",
@@ -83,11 +85,12 @@ def app_yaml(ns: str, name: str, image: str = "nginx:1.27", **extra: object) -> 
     return "\n".join(body) + "\n"
 
 
-def write_repo(root: Path, ns: str, n: int) -> Path:
+def write_repo(root: Path, ns: str, n: int, replicas: int = 1) -> Path:
     apps = root / "apps"
     apps.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        (apps / f"app-{i:04d}.yaml").write_text(app_yaml(ns, f"app-{i:04d}"))
+        (apps / f"app-{i:04d}.yaml").write_text(app_yaml(ns, f"app-{i:04d}", replicas=replicas))
+    (apps / ".keep").write_text("")  # with n = 0: an empty directory is no commit
     return root
 
 
@@ -204,11 +207,11 @@ def rss_mib(pid: int) -> float:
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
 
 
-def git_repo(tmp: Path, name: str, ns: str, n: int) -> tuple[Path, Path]:
+def git_repo(tmp: Path, name: str, ns: str, n: int, replicas: int = 1) -> tuple[Path, Path]:
     """A bare repository of n MyApps and the work tree that pushes to it."""
     bare, work = tmp / f"{name}.git", tmp / f"{name}-work"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    write_repo(work, ns, n)
+    write_repo(work, ns, n, replicas)
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "."],

@@ -36,8 +36,8 @@ MANAGER = "floor"
 Results = dict[str, Any]
 
 
-def _one(kube: Kube, ns: str, name: str) -> None:
-    body = yaml.safe_load(app_yaml(ns, name))
+def _one(kube: Kube, ns: str, name: str, replicas: int = 1) -> None:
+    body = yaml.safe_load(app_yaml(ns, name, replicas=replicas))
     created = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
     deployment = render(created)
     kube.apply(path_of("Deployment", ns, name), deployment, field_manager=MANAGER, force=True)
@@ -50,13 +50,13 @@ def _one(kube: Kube, ns: str, name: str) -> None:
     kube.apply(path_of("MyApp", ns, name, "status"), status, field_manager=MANAGER, force=True)
 
 
-def floor_once(kube: Kube, n: int, workers: int) -> float:
+def floor_once(kube: Kube, n: int, workers: int, replicas: int = 1) -> float:
     """Seconds for ``workers`` threads to send the 3 writes of each of n MyApps."""
     ns = namespace(kube, "bench-floor")
     names = [f"app-{i:04d}" for i in range(n)]
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda name: _one(kube, ns, name), names))
+        list(pool.map(lambda name: _one(kube, ns, name, replicas), names))
     return time.perf_counter() - start
 
 
@@ -67,7 +67,7 @@ def floor(kube: Kube, n: int) -> Results:
     return {"s": by_workers[best], "workers": best, "by_workers": by_workers}
 
 
-def _written(c: Controller, n: int) -> Callable[[], bool]:
+def written(c: Controller, n: int) -> Callable[[], bool]:
     def done() -> bool:
         apps = c.myapps.items()
         return (
@@ -95,7 +95,7 @@ def gitsync_cold(kube: Kube, tmp: Path, n: int) -> Results:
     start = time.perf_counter()
     s.run()
     pass_s = time.perf_counter() - start
-    wait("every write accepted", _written(c, n), every=0.02)
+    wait("every write accepted", written(c, n), every=0.02)
     written_s = time.perf_counter() - start
     ours = {k: v - ours0.get(k, 0) for k, v in kube.requests.items() if v - ours0.get(k, 0)}
     server = delta(server_requests(kube), server0)

@@ -15,28 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import GIT, GITSYNC, namespace, wait, write_repo
+from bench.common import GITSYNC, git_repo, namespace, wait
 from gitsync.kube.client import Kube, path_of
 from testenv import cluster
 
 Results = dict[str, Any]
 #: after the last MyApp is Available: status writes and watch events die down
 SETTLE_S = 10.0
-
-
-def _repo(tmp: Path, ns: str, n: int) -> Path:
-    bare, work = tmp / f"memory-{n}.git", tmp / f"memory-{n}-work"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    write_repo(work, ns, n)
-    (work / "apps" / ".keep").write_text("")  # an empty directory is no commit
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "."],
-        ["commit", "-qm", "apps"],
-        ["push", "-q", str(bare), "main"],
-    ):
-        subprocess.run([*GIT, "-C", str(work), *args], check=True)
-    return bare
 
 
 def _rss_mib(port: int) -> float | None:
@@ -61,7 +46,7 @@ def _available(kube: Kube, ns: str) -> int:
 def daemon_rss(kube: Kube, tmp: Path, n: int) -> Results:
     """RSS of a daemon holding n MyApps, and how long it took to hold them."""
     ns = namespace(kube, f"bench-memory-{n}")
-    bare = _repo(tmp, ns, n)
+    bare, _work = git_repo(tmp, f"memory-{n}", ns, n)
     port = cluster.free_port()
     env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG), "GITSYNC_LOG_FORMAT": "json"}
     argv = [

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import flux
-from bench.common import ROOT, sh
+from bench.common import ROOT, WRITES, sh
 from gitsync.kube.client import Kube
 from testenv import build, peers
 
@@ -74,7 +74,7 @@ def facts(kube: Kube) -> Results:
 #: keys of the results that belong to no part
 _RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
 #: the parts whose results sit under a key of their own name; core's are the rest
-_KEYED_PARTS = ("scale", "floor", "memory", "versus", "rollback", "order")
+_KEYED_PARTS = ("scale", "floor", "memory", "versus", "rollback", "order", "curve")
 
 
 def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
@@ -251,7 +251,41 @@ def markdown(out: Results) -> str:
         lines += [*rollback_lines(out["rollback"]), "", *_measured(out, "rollback")]
     if out.get("order"):
         lines += [*order_lines(out["order"]), "", *_measured(out, "order")]
+    if out.get("curve"):
+        lines += [*curve_table(out["curve"]), "", *_measured(out, "curve")]
     return "\n".join(lines)
+
+
+def _sizes_of(curve: Results) -> list[tuple[str, Results]]:
+    return [(n, r) for n, r in curve.items() if n.isdigit()]
+
+
+def curve_table(curve: Results) -> list[str]:
+    """gitsync alone at each N, each on a fresh control plane (bench/curve.py)."""
+    rows = [
+        "The curve (gitsync alone, each size on a fresh control plane; replicas as listed; "
+        f"RSS per MyApp above an idle daemon's {curve.get('idle_rss_mib')} MiB, target ≤ 16):",
+        "",
+        "| N | replicas | floor (s) | cold, every write accepted (s) | ratio (≤ 1.25) "
+        "| rolled out (s) | cold CPU per MyApp (ms) | no-op resync (s) | its CPU per MyApp (ms) "
+        "| its writes | diff (s) | push → applied, 1 % changed, p50 (s) (< 1) "
+        "| drift in status p50 (s) | start to ready (s) | RSS (MiB) | RSS per MyApp (KiB) |",
+        "|" + "---|" * 16,
+    ]
+    for n, r in sorted(_sizes_of(curve), key=lambda kv: int(kv[0])):
+        noop_writes = sum(
+            v for k, v in r["noop"]["server_requests"].items() if k.split("/")[0] in WRITES
+        )
+        d, per = r["daemon"], r["per_myapp"]
+        push = d["webhook_push_to_applied_s"]
+        rows.append(
+            f"| {n} | {r['replicas']} | {r['floor']['s']} | {r['cold']['written_s']} "
+            f"| {r['ratio_to_floor']} | {r['cold']['rolled_out_s']} | {per['cold_cpu_ms']} "
+            f"| {r['noop']['s']} | {per['noop_cpu_ms']} | {noop_writes} | {r['diff']['s']} "
+            f"| {push['p50']} ({d['push_changed']} MyApps) | {r['drift_in_status_s']['p50']} "
+            f"| {d['start_to_ready_s']} | {d['rss_mib']} | {per['rss_kib']} |"
+        )
+    return rows
 
 
 def floor_table(fl: Results) -> list[str]:
@@ -405,6 +439,51 @@ def plot(out: Results, path: Path) -> Path | None:
     return path
 
 
+def plot_curve(out: Results, path: Path) -> Path | None:
+    """The curve: time vs N with the floor as its own line, and RSS vs N for gitsync and
+    both Flux configurations (their side-by-side runs)."""
+    curve = sorted(((int(n), r) for n, r in _sizes_of(out.get("curve") or {})), key=lambda x: x[0])
+    if not curve:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ns = [n for n, _ in curve]
+    lines: list[tuple[str, tuple[str, ...], str]] = [
+        ("floor (bare client, 3 writes per MyApp)", ("floor", "s"), "k--"),
+        ("gitsync cold sync, every write accepted", ("cold", "written_s"), "o-"),
+        ("gitsync diff", ("diff", "s"), "o:"),
+        ("gitsync start to ready", ("daemon", "start_to_ready_s"), "^-"),
+        ("push → applied, 1 % changed (p50)", ("daemon", "webhook_push_to_applied_s", "p50"), "v-"),
+        ("no-op resync", ("noop", "s"), "s-"),
+    ]
+    for label, where, style in lines:
+        ax1.plot(ns, [_get(r, *where) for _, r in curve], style, label=label)
+    ax2.plot(ns, [r["daemon"]["rss_mib"] for _, r in curve], "o-", label="gitsync")
+    vs = out.get("versus") or {}
+    for tool, marker in (("gitsync", "o"), ("flux", "^"), ("flux-tuned", "v")):
+        rss = _get(vs, "summary", tool, "rss_mib", "median")
+        if rss is not None:
+            ax2.plot([vs["n"]], [rss], marker, label=f"{tool} side by side (N={vs['n']})")
+    for ax, title, ylabel in ((ax1, "time vs N", "seconds"), (ax2, "RSS vs N", "MiB")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("MyApps (N)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write(
     out: Results, results: Path, stem: str | None = None, *, latest: bool = True
 ) -> list[Path]:
@@ -418,5 +497,7 @@ def write(
         (results / f"{name}.json").write_text(text)
         (results / f"{name}.md").write_text(table)
         png = plot(out, results / f"{name}.png")
-        paths += [results / f"{name}.json", results / f"{name}.md", *([png] if png else [])]
+        curve_png = plot_curve(out, results / f"{name}-curve.png")
+        paths += [results / f"{name}.json", results / f"{name}.md"]
+        paths += [p for p in (png, curve_png) if p]
     return paths

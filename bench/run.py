@@ -2,7 +2,7 @@
 
     python -m bench.run            # everything below, at the default sizes
 
-Seven parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollback,order``):
+Eight parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollback,order,curve``):
 
 - core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
   next to ``kubectl apply/diff --server-side``;
@@ -19,7 +19,11 @@ Seven parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollb
 - rollback: a commit that breaks apps, gitsync with ``--rollback auto`` next to Flux
   (bench/rollback.py);
 - order: a chain of MyApps (``dependsOn``) changed by one commit: push to the last link,
-  and gitsync's delay per link (bench/order.py).
+  and gitsync's delay per link (bench/order.py);
+- curve: gitsync alone at each size of GITSYNC_BENCH_CURVE (default
+  100,1000,5000,10000,20000), each on a fresh control plane: cold sync and its floor,
+  no-op resync, diff, drift, start to ready, RSS, push → applied with 1 % changed
+  (bench/curve.py). Last: it restarts the control plane.
 
 Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
 The parts a run leaves out are carried over from bench/results/latest.json (unless
@@ -50,6 +54,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from bench import curve as curvelib
 from bench import floor as floorlib
 from bench import memory as memorylib
 from bench import order as orderlib
@@ -463,12 +468,13 @@ def _partial(out: Results) -> None:
 def main() -> int:
     parts = set(
         os.environ.get(
-            "GITSYNC_BENCH_PARTS", "core,scale,floor,memory,versus,rollback,order"
+            "GITSYNC_BENCH_PARTS", "core,scale,floor,memory,versus,rollback,order,curve"
         ).split(",")
     )
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
     floor_sizes = _sizes("GITSYNC_BENCH_FLOOR", "1000")
     memory_sizes = _sizes("GITSYNC_BENCH_MEMORY", "1000,5000")
+    curve_sizes = _sizes("GITSYNC_BENCH_CURVE", "100,1000,5000,10000,20000")
     settings = versus.Settings(
         n=int(os.environ.get("GITSYNC_BENCH_VS_N", "1000")),
         runs=int(os.environ.get("GITSYNC_BENCH_RUNS", "3")),
@@ -483,7 +489,7 @@ def main() -> int:
     ensure_nodes(kube, 4 * max([N, *scale, *floor_sizes, *memory_sizes]))
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-bench-"))
     out: Results = {"n": N, "facts": report.facts(kube)}
-    if min([N, *scale, *floor_sizes, *memory_sizes, settings.n]) < 100:
+    if min([N, *scale, *floor_sizes, *memory_sizes, *curve_sizes, settings.n]) < 100:
         out["smoke"] = True  # the report says so: sizes this small check the harness only
     if os.environ.get("GITSYNC_BENCH_PROFILE"):
         out["profiled"] = True
@@ -516,6 +522,11 @@ def main() -> int:
             _partial(out)
         if "order" in parts:
             out["order"] = orderlib.chain(kube, tmp)
+            _partial(out)
+        if "curve" in parts:
+            out["curve"] = curvelib.curve(
+                tmp, curve_sizes, lambda so_far: _partial({**out, "curve": so_far})
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if out.get("profiled"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench import curve as curvelib
 from bench import floor as floorlib
 from bench import memory as memorylib
 from bench import order as orderlib
@@ -100,3 +101,20 @@ def test_the_floor_and_the_daemons_memory_are_measured(
     assert memory["idle_rss_mib"] > 10 and memory["sizes"]["5"]["rss_mib"] > 10
     text = report.markdown({"n": 5, "smoke": True, "floor": floor, "memory": memory})
     assert "| 5 |" in text and "API server's floor" in text and "Daemon memory" in text
+
+
+def test_the_curve_measures_every_figure_at_one_size(kube: Kube, crd: str, tmp_path: Path) -> None:
+    """One size of the curve, on the tests' control plane (``make bench`` starts a fresh
+    one for each step): a push changing one MyApp of 10 reaches its Deployment."""
+    r = curvelib.at(tmp_path, 10, 50.0, fresh=lambda: kube)
+    assert r["cold"]["written_s"] >= r["cold"]["pass_s"] > 0 and r["floor"]["s"] > 0
+    assert r["cold"]["summary"].startswith("10 created")
+    assert r["noop"]["summary"].startswith("0 created, 0 configured, 10 unchanged")
+    assert r["diff"]["exit"] == 0 and r["daemon"]["push_changed"] == 1
+    assert r["daemon"]["webhook_push_to_applied_s"]["p50"] > 0
+    assert r["daemon"]["start_to_ready_s"] > 0 and r["daemon"]["rss_mib"] > 10
+    deployment = kube.get(path_of("Deployment", "curve", "app-0000"))
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"nginx:1.{40 + curvelib.PUSHES - 1}"  # the last push's
+    text = report.markdown({"n": 10, "smoke": True, "curve": {"idle_rss_mib": 50.0, "10": r}})
+    assert "The curve" in text and "| 10 | 1 |" in text

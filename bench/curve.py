@@ -1,0 +1,308 @@
+"""The curve to 20,000: gitsync alone at each N, each size on a fresh control plane.
+
+At each N (GITSYNC_BENCH_CURVE, default 100,1000,5000,10000,20000):
+
+- the API server's floor for a cold sync (bench/floor.py: a bare client's 3 writes per
+  MyApp from 64 threads, the fastest pool at 1000), on a control plane of its own;
+- on another fresh one, gitsync's cold sync (one pass, the operator in-process with 8
+  workers) timed to the floor's end point (every write accepted), and to every
+  Deployment rolled out; the no-op resync's CPU and requests; drift in status (a
+  ``kubectl scale`` of a MyApp with policy ``report``, p50 of 20);
+- ``gitsync diff`` of the synced repository;
+- a ``gitsync run`` daemon started on the synced cluster: start to ready (caches synced
+  and the first pass done: ``/readyz``), its RSS (per MyApp: above an idle daemon's,
+  measured first), and webhook push → applied with 1 % of the MyApps changed by one
+  commit (p50 of 5).
+
+Replicas are 1 up to 5000 MyApps and 0 above (GITSYNC_BENCH_CURVE_PODS_UP_TO): on 2
+cores the control plane needs most of an hour to create and keep 20,000 ReplicaSets
+and Pods, and gitsync's figures do not involve the Pods (rollout is reported apart).
+Each size ends with the control plane torn down: deleting 40,000 objects through the
+garbage collector would load the next size's measurements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench import floor as floorlib
+from bench import memory as memorylib
+from bench.common import (
+    GIT,
+    GITSYNC,
+    KUBECTL,
+    ROOT,
+    app_yaml,
+    cpu_seconds,
+    delta,
+    ensure_nodes,
+    git_repo,
+    namespace,
+    percentiles,
+    server_requests,
+    sh,
+    wait,
+)
+from gitsync.gitops.sync import Syncer, SyncOptions
+from gitsync.kube.client import Kube, path_of
+from gitsync.reconcile.controller import Controller, ControllerConfig
+from gitsync.source.checkout import open_source
+from testenv import cluster
+
+Results = dict[str, Any]
+FLOOR_WORKERS = 64
+PUSHES = 5
+DRIFT_EDITS = 20
+PODS_UP_TO = int(os.environ.get("GITSYNC_BENCH_CURVE_PODS_UP_TO", "5000"))
+
+
+def fresh() -> Kube:
+    """A control plane with nothing of the sizes before it."""
+    cluster.down()
+    cluster.up()
+    kube = Kube.from_kubeconfig(str(cluster.KUBECONFIG), pool_size=80, timeout=300.0)
+    sh(KUBECTL, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds"))
+    return kube
+
+
+def _cold(kube: Kube, tmp: Path, n: int, replicas: int) -> tuple[Results, Controller, str, Path]:
+    ns = namespace(kube, "curve")
+    bare, work = git_repo(tmp, f"curve-{n}", ns, n, replicas=replicas)
+    url = f"file://{bare}"
+    c = Controller(kube, ControllerConfig(namespace=ns, workers=8))
+    c.start()
+    c.wait_synced(120)
+    s = Syncer(c, open_source(url, "main", tmp / f"curve-{n}-cache"), SyncOptions(url, "apps"))
+    ours0, server0, cpu0 = dict(kube.requests), server_requests(kube), cpu_seconds()
+    start = time.perf_counter()
+    cold = s.run()
+    pass_s = time.perf_counter() - start
+    wait("every write accepted", floorlib.written(c, n), timeout=3600, every=0.05)
+    written_s = time.perf_counter() - start
+    cold_cpu = cpu_seconds() - cpu0
+    cold_server = delta(server_requests(kube), server0)
+    ours = {k: v - ours0.get(k, 0) for k, v in kube.requests.items() if v - ours0.get(k, 0)}
+    wait("every Deployment rolled out", lambda: _rolled_out(c, n, replicas), 3600, every=1.0)
+    rolled_s = time.perf_counter() - start
+    c.wait_idle(300)
+    time.sleep(2)
+    before, cpu0 = server_requests(kube), cpu_seconds()
+    start = time.perf_counter()
+    warm = s.run()
+    warm_s, warm_cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+    out = {
+        "cold": {
+            "pass_s": round(pass_s, 2),
+            "written_s": round(written_s, 2),
+            "rolled_out_s": round(rolled_s, 2),
+            "cpu_s": round(cold_cpu, 2),
+            "summary": cold.summary(),
+            "requests": ours,
+            "server_requests": cold_server,
+        },
+        "noop": {
+            "s": round(warm_s, 3),
+            "cpu_s": round(warm_cpu, 3),
+            "summary": warm.summary(),
+            "server_requests": delta(server_requests(kube), before),
+        },
+    }
+    return out, c, url, work
+
+
+def _rolled_out(c: Controller, n: int, replicas: int) -> bool:
+    deps = c.deployments.items()
+    return len(deps) >= n and all(
+        (d.get("status") or {}).get("observedGeneration") == d["metadata"].get("generation")
+        and int((d.get("status") or {}).get("availableReplicas") or 0) >= replicas
+        for d in deps
+    )
+
+
+def _drift(kube: Kube, c: Controller) -> Results:
+    """``kubectl scale`` of a MyApp whose policy is ``report``, to the drift in status."""
+    ns = c.config.namespace or ""
+    names = [f"app-{i:04d}" for i in range(5)]
+    for name in names:
+        kube.request(
+            "PATCH",
+            path_of("MyApp", ns, name),
+            body={"spec": {"driftPolicy": "report"}},
+            content_type="application/merge-patch+json",
+        )
+    c.wait_idle(120)
+    seen_s = []
+    for i in range(DRIFT_EDITS):
+        name, value = names[i % len(names)], 2 + (i // len(names)) % 4
+        start = time.perf_counter()
+        kube.request(
+            "PATCH",
+            path_of("Deployment", ns, name, "scale"),
+            params={"fieldManager": "kubectl"},
+            body={"spec": {"replicas": value}},
+            content_type="application/merge-patch+json",
+        )
+
+        def seen(name: str = name, value: int = value) -> bool:
+            app = c.myapps.get(f"{ns}/{name}") or {}
+            return any(d.get("live") == value for d in (app.get("status") or {}).get("drift") or [])
+
+        wait("drift in status", seen, timeout=60, every=0.01)
+        seen_s.append(time.perf_counter() - start)
+    return percentiles(seen_s)
+
+
+def _diff(work: Path, url: str) -> Results:
+    start = time.perf_counter()
+    proc = sh(GITSYNC, "diff", "--repo", str(work), "--instance-repo", url, "--path", "apps")
+    return {
+        "s": round(time.perf_counter() - start, 2),
+        "exit": proc.returncode,
+        "summary": (proc.stdout.strip().splitlines() or [""])[-1],
+    }
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError:
+        return 0, ""
+
+
+def _rss_mib(port: int) -> float:
+    _, text = _get(f"http://127.0.0.1:{port}/metrics")
+    for line in text.splitlines():
+        if line.startswith("process_resident_memory_bytes "):
+            return float(line.split()[1]) / 2**20
+    return 0.0
+
+
+def _daemon(kube: Kube, tmp: Path, n: int, ns: str, url: str, work: Path, replicas: int) -> Results:
+    """A daemon started on the synced cluster: start to ready, RSS, push → applied."""
+    secret = tmp / f"curve-{n}-secret"
+    secret.write_text("bench-secret")
+    port = cluster.free_port()
+    env = {**os.environ, "KUBECONFIG": str(cluster.KUBECONFIG), "GITSYNC_LOG_FORMAT": "json"}
+    argv = [
+        GITSYNC, "run", "--repo", url, "--path", "apps", "--interval", "600", "--jitter", "0",
+        "--watch-namespace", ns, "--status-namespace", ns, "--no-leader-elect",
+        "--listen", f"127.0.0.1:{port}", "--webhook-secret-file", str(secret),
+        "--cache-dir", str(tmp / f"curve-{n}-daemon-cache"),
+    ]  # fmt: skip
+    log = cluster.STATE / "logs" / f"bench-curve-{n}.log"
+    start = time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        ready = lambda: _get(f"http://127.0.0.1:{port}/readyz")[0] == 200  # noqa: E731
+        wait("the daemon ready", ready, timeout=1800, every=0.05)
+        ready_s = time.perf_counter() - start
+        time.sleep(5)
+        rss = _rss_mib(port)
+        changed = max(1, n // 100)
+        pushes = [_push(kube, work, ns, n, changed, i, port, replicas) for i in range(PUSHES)]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    return {
+        "start_to_ready_s": round(ready_s, 2),
+        "rss_mib": round(rss, 1),
+        "push_changed": changed,
+        "webhook_push_to_applied_s": percentiles(pushes),
+    }
+
+
+def _push(kube: Kube, work: Path, ns: str, n: int, k: int, i: int, port: int, rep: int) -> float:
+    """One commit changing the image of ``k`` MyApps spread over the repository, pushed,
+    announced by a webhook; seconds until every one's Deployment has the new image."""
+    step = max(1, n // k)
+    names = [f"app-{j:04d}" for j in range(0, n, step)][:k]
+    image = f"nginx:1.{40 + i}"
+    for name in names:
+        (work / "apps" / f"{name}.yaml").write_text(app_yaml(ns, name, image, replicas=rep))
+    bare = work.parent / f"{work.name.removesuffix('-work')}.git"
+    for args in (["commit", "-qam", f"bump {i}"], ["push", "-q", str(bare), "main"]):
+        subprocess.run([*GIT, "-C", str(work), *args], check=True)
+    body = b'{"ref":"refs/heads/main","after":"%d"}' % i
+    sig = "sha256=" + hmac.new(b"bench-secret", body, hashlib.sha256).hexdigest()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST")
+    req.add_header("X-Hub-Signature-256", sig)
+    start = time.perf_counter()
+    urllib.request.urlopen(req, timeout=10).close()
+    left = set(names)
+
+    def applied(name: str) -> bool:
+        dep = kube.get(path_of("Deployment", ns, name))
+        return bool(dep["spec"]["template"]["spec"]["containers"][0]["image"] == image)
+
+    with ThreadPoolExecutor(16) as pool:
+        while left:
+            done = {nm for nm, ok in zip(left, pool.map(applied, left), strict=True) if ok}
+            left -= done
+            if left:
+                if time.perf_counter() - start > 600:
+                    raise TimeoutError(f"{len(left)} of {k} MyApps not applied in 600 s")
+                time.sleep(0.02)
+    return time.perf_counter() - start
+
+
+def at(tmp: Path, n: int, idle_mib: float, fresh: Callable[[], Kube] = fresh) -> Results:
+    """Every figure of the curve at n; ``idle_mib``: the RSS of a daemon holding no
+    MyApp; ``fresh`` gives a client of a control plane that holds nothing of the steps
+    before."""
+    replicas = 1 if n <= PODS_UP_TO else 0
+    kube = fresh()
+    if replicas:
+        ensure_nodes(kube, n)
+    floor_s = floorlib.floor_once(kube, n, FLOOR_WORKERS, replicas=replicas)
+    print(f"bench: curve N={n}: floor {floor_s:.1f} s", flush=True)
+    kube = fresh()
+    if replicas:
+        ensure_nodes(kube, n)
+    out, c, url, work = _cold(kube, tmp, n, replicas)
+    print(f"bench: curve N={n}: cold {out['cold']}", flush=True)
+    out["floor"] = {"s": round(floor_s, 2), "workers": FLOOR_WORKERS}
+    out["ratio_to_floor"] = round(out["cold"]["written_s"] / floor_s, 2)
+    out["replicas"] = replicas
+    out["drift_in_status_s"] = _drift(kube, c)
+    ns = c.config.namespace or ""
+    c.stop()
+    out["diff"] = _diff(work, url)
+    out["daemon"] = _daemon(kube, tmp, n, ns, url, work, replicas)
+    out["per_myapp"] = {
+        "cold_cpu_ms": round(out["cold"]["cpu_s"] * 1000 / n, 2),
+        "noop_cpu_ms": round(out["noop"]["cpu_s"] * 1000 / n, 3),
+        "rss_kib": round((out["daemon"]["rss_mib"] - idle_mib) * 1024 / n, 1),
+        "start_to_ready_ms": round(out["daemon"]["start_to_ready_s"] * 1000 / n, 2),
+    }
+    return out
+
+
+def curve(tmp: Path, sizes: list[int], saved: Callable[[Results], None]) -> Results:
+    """The curve; ``saved`` is given it after each size (a late failure loses no size)."""
+    out: Results = {}
+    try:
+        idle = memorylib.daemon_rss(fresh(), tmp, 0)["rss_mib"]
+        out["idle_rss_mib"] = idle
+        for n in sizes:
+            print(f"bench: curve at N={n}", flush=True)
+            out[str(n)] = at(tmp, n, idle)
+            saved(out)
+    finally:
+        cluster.down()
+        cluster.up()  # the rest of the run, and the caller, find one as they left it
+    return out
