@@ -60,7 +60,7 @@ class Flags:
     prune: bool = True
     allow_empty: bool = False
     prune_max_fraction: float = 0.5
-    concurrency: int = 32
+    concurrency: int = 64
     drift_policy: DriftPolicy = "correct"
     #: --rollback: for MyApps without spec.rollback
     rollback: RollbackPolicy = "off"

@@ -255,7 +255,7 @@ def sync_options(f: F) -> F:
                 "--concurrency",
                 env="CONCURRENCY",
                 type=int,
-                default=32,
+                default=64,
                 show_default=True,
                 help="MyApps applied in parallel during a sync pass.",
             ),

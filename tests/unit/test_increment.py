@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from gitsync.gitops import increment
+from gitsync.gitops import sync as syncmod
 from gitsync.kube.client import path_of
 from gitsync.model.api import ADOPT_ANNOTATION, KIND
 from gitsync.reconcile.ledger import Declared
@@ -211,3 +213,39 @@ def test_a_myapp_refused_last_time_is_tried_again_by_an_incremental_pass(world: 
     assert world.syncer.incremental and reconciled == ["a", "d"]
     assert actions == {"a": "configured", "b": "unchanged", "c": "unchanged", "d": "configured"}
     assert world.cluster.store[path_of(KIND, "shop", "d")]["spec"]["image"] == "nginx:1.27"
+
+
+# --- first statuses held back --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("elapsed", [0.0, 5.0])
+def test_a_pass_writes_the_first_statuses_that_came_due_while_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elapsed: float
+) -> None:
+    """Created MyApps' first statuses are held back for the deployment controller's word
+    and queued for the workers; those due before the pass ends are written by the pass
+    (no worker runs here), the others stay queued."""
+    world = Counted(tmp_path, 0.0)
+    clock = [100.0]
+    monkeypatch.setattr(syncmod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    reconciler = world.operator.reconciler
+    reconciler.defer_first_status = True
+    reconciler.clock = lambda: clock[0]
+
+    def requeue(key: str, after: float) -> None:
+        world.operator.requeued.append(key)
+        clock[0] += elapsed  # the pass goes on while the wait runs
+
+    world.operator.requeue = requeue  # type: ignore[method-assign]
+    world.write("a", "b", "c")
+    world.commit()
+    assert world.sync()[1] == dict.fromkeys("abc", "created")
+    assert sorted(world.operator.requeued) == ["shop/a", "shop/b", "shop/c"]
+    statuses = [
+        world.cluster.store[path_of(KIND, "shop", n)].get("status") for n in ("a", "b", "c")
+    ]
+    if elapsed:
+        paths = [(s or {}).get("source", {}).get("path") for s in statuses]
+        assert paths == ["apps/a.yaml", "apps/b.yaml", "apps/c.yaml"]
+    else:
+        assert statuses == [None, None, None]
