@@ -255,6 +255,7 @@ class Syncer:
         # taken, and left again only by a pass that ends clean: after any failure the
         # next pass is a full one
         base, self._base = self._base, None
+        self.incremental = False
         relists = self.controller.myapps.relists + self.controller.deployments.relists
         try:
             pins = self._read_pins()
