@@ -329,8 +329,9 @@ class Daemon:
             m.inc("gitsync_sync_incremental_total")
         m.observe("gitsync_sync_duration_seconds", result.seconds)
         m.observe("gitsync_git_fetch_duration_seconds", result.fetch_seconds)
+        counts = result.counts()
         for action in ("created", "configured", "unchanged", "pruned", "failed"):
-            m.set("gitsync_objects", result.count(action), action=action)
+            m.set("gitsync_objects", counts[action], action=action)
         held = result.held()
         for hold in HOLDS:
             m.set("gitsync_held", sum(1 for c in held if c.hold == hold), reason=hold)

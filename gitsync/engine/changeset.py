@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -145,10 +146,17 @@ class ChangeSet:
     def findings(self) -> list[Change]:
         return [c for c in self.changes if c.action in ("drifted", "conflict")]
 
+    def counts(self) -> Counter[str]:
+        """How many changes have each action, in one walk of them (a pass over 20,000
+        MyApps has 20,000)."""
+        return Counter(c.action for c in self.changes)
+
     def summary(self) -> str:
-        text = ", ".join(f"{self.count(a)} {a}" for a in OBJECT_ACTIONS)
-        extra = [f"{self.failures()} failed"] if self.failures() else []
-        extra += [f"{self.count(a)} {a}" for a in ("drifted", "conflict") if self.count(a)]
+        n = self.counts()
+        failures = n["failed"] + len(self.errors)
+        text = ", ".join(f"{n[a]} {a}" for a in OBJECT_ACTIONS)
+        extra = [f"{failures} failed"] if failures else []
+        extra += [f"{n[a]} {a}" for a in ("drifted", "conflict") if n[a]]
         return text + (f"; {', '.join(extra)}" if extra else "")
 
 
