@@ -52,10 +52,10 @@ def scope(
     now: float,
     full_every: float,
 ) -> frozenset[str] | None:
-    """The keys of ``apps`` a pass for commit ``sha`` must apply; None: every one."""
+    """The keys of ``apps`` a pass for commit ``sha`` must apply; None: every one
+    (with ``full_every`` 0, always: the last full pass is never younger than that)."""
     if (
         base is None
-        or full_every <= 0
         or not sha
         or sha == base.sha
         or pinned

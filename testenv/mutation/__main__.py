@@ -136,6 +136,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "gitsync/model/stored.py": (f"{_U}test_status.py", f"{_U}test_manifests.py"),
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
+    "gitsync/gitops/increment.py": (f"{_U}test_increment.py",),
+    "gitsync/source/sparse.py": (f"{_U}test_sparse.py", f"{_F}test_listing.py"),
 }
 
 

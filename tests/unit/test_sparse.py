@@ -22,6 +22,25 @@ def test_the_path_alone_minus_what_is_too_large() -> None:
     got = plan(tree, sizes, "./apps/", max_file_bytes=1000)
     assert got.omitted == (("apps/big *[x]?.yaml", 2000), ("apps/unsent.yaml", None))
     assert got.patterns == "/apps\n!/apps/big\\ \\*\\[x\\]\\?.yaml\n!/apps/unsent.yaml\n"
+    # what is checked out, listed with blob ids: under the path, not what was left out
+    assert got.listing is not None and got.listing.root == "apps"
+    assert dict(got.listing.blobs) == {"apps/a.yaml": "a1"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        (Entry("120000", "blob", "l", "apps/link.yaml"), "a symbolic link"),
+        (Entry("120000", "blob", "l", "elsewhere/link"), "a symbolic link outside the path"),
+        (blob("docs/.gitattributes", "g"), "rules that rewrite bytes on checkout"),
+        (blob("apps/a\ufffdb.yaml", "u"), "a name that is not UTF-8"),
+    ],
+)
+def test_a_tree_the_loader_must_walk_has_no_listing(entry: Entry, why: str) -> None:
+    tree = [blob("apps/a.yaml", "a"), entry]
+    sizes = {"a": 5, "l": 5, "g": 5, "u": 5}
+    assert plan(tree, sizes, "apps", max_file_bytes=10).listing is None, why
+    assert plan([blob("apps/a.yaml", "a")], sizes, "apps", max_file_bytes=10).listing is not None
 
 
 def test_the_whole_tree_and_its_total() -> None:
