@@ -79,8 +79,9 @@ faults: $(STAMP)
 fuzz: $(STAMP)
 	GITSYNC_FUZZ=long $(PY) -m pytest -p no:cacheprovider --hypothesis-show-statistics tests/fuzz
 
-# mutation testing of the pure core (engine/, model/, reconcile/workqueue.py): each module's
-# one-keystroke mutants against its unit and fuzz tests, scores and survivors to stdout and
+# mutation testing of the pure core (engine/, model/, reconcile/workqueue.py,
+# gitops/increment.py, source/sparse.py): each module's one-keystroke mutants
+# against its unit and fuzz tests, scores and survivors to stdout and
 # .mutation/; long, so not part of `make test`. One module: MODULES=gitsync/engine/prune.py
 MODULES ?=
 mutation: $(STAMP)

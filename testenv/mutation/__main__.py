@@ -166,12 +166,20 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+_ELSEWHERE = (
+    "gitsync/reconcile/workqueue.py",
+    "gitsync/gitops/increment.py",
+    "gitsync/source/sparse.py",
+)
+
+
 def core(root: Path) -> list[str]:
     """What ``make mutation`` covers by default: every module of engine/ and model/ (a new
-    one without a row in TESTS is an error, not a module left out) and the work queue."""
+    one without a row in TESTS is an error, not a module left out), and the pure modules
+    elsewhere: the work queue, which MyApps a pass applies, the sparse checkout's plan."""
     found = [*root.glob("gitsync/engine/*.py"), *root.glob("gitsync/model/*.py")]
     modules = sorted(p.relative_to(root).as_posix() for p in found if p.name != "__init__.py")
-    return [*modules, "gitsync/reconcile/workqueue.py"]
+    return [*modules, *_ELSEWHERE]
 
 
 def _modules(args: argparse.Namespace) -> list[tuple[str, tuple[str, ...]]]:
