@@ -1,7 +1,7 @@
 """Mutation testing of gitsync's pure core (``make mutation``): how many one-keystroke
 changes to a module its unit and property tests catch.
 
-    python -m testenv.mutation                              # engine/, model/, pure modules elsewhere
+    python -m testenv.mutation                              # the pure core (see core())
     python -m testenv.mutation gitsync/engine/prune.py      # one module
     python -m testenv.mutation --list gitsync/engine/prune.py   # its mutants, not run
 
