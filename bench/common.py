@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.quantity import parse_quantity
 from testenv import cluster
 
@@ -220,3 +220,52 @@ def git_repo(tmp: Path, name: str, ns: str, n: int, replicas: int = 1) -> tuple[
     ):
         subprocess.run([*GIT, "-C", str(work), *args], check=True)
     return bare, work
+
+
+def kubectl_scale(kube: Kube, ns: str, name: str, replicas: int) -> float:
+    """What ``kubectl scale`` sends (a PATCH of the scale subresource under the
+    manager ``kubectl``), timed from just before the request leaves."""
+    start = time.perf_counter()
+    kube.request(
+        "PATCH",
+        path_of("Deployment", ns, name, "scale"),
+        params={"fieldManager": "kubectl"},
+        body={"spec": {"replicas": replicas}},
+        content_type="application/merge-patch+json",
+    )
+    return start
+
+
+def report_drift(kube: Kube, ns: str, names: list[str]) -> None:
+    """Set these MyApps' drift policy to ``report`` (drift stays, shown in status)."""
+    for name in names:
+        kube.request(
+            "PATCH",
+            path_of("MyApp", ns, name),
+            body={"spec": {"driftPolicy": "report"}},
+            content_type="application/merge-patch+json",
+        )
+
+
+def drift_in_status(
+    kube: Kube, myapps: Any, ns: str, names: list[str], edits: int, values: int, timeout: float
+) -> list[float]:
+    """Seconds from each ``kubectl scale`` of one of ``names`` (see :func:`report_drift`)
+    to the drift in its status, as ``myapps`` (an informer cache) shows it; each edit
+    changes its app's replicas from the value of its previous edit (one of ``values`` in
+    turn)."""
+    return [_scaled_until_seen(kube, myapps, ns, names, i, values, timeout) for i in range(edits)]
+
+
+def _scaled_until_seen(
+    kube: Kube, myapps: Any, ns: str, names: list[str], i: int, values: int, timeout: float
+) -> float:
+    name, value = names[i % len(names)], 2 + (i // len(names)) % values
+    start = kubectl_scale(kube, ns, name, value)
+
+    def seen() -> bool:
+        app = myapps.get(f"{ns}/{name}") or {}
+        return any(d.get("live") == value for d in (app.get("status") or {}).get("drift") or [])
+
+    wait("drift in status", seen, timeout=timeout, every=0.01)
+    return time.perf_counter() - start

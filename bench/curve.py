@@ -46,10 +46,12 @@ from bench.common import (
     app_yaml,
     cpu_seconds,
     delta,
+    drift_in_status,
     ensure_nodes,
     git_repo,
     namespace,
     percentiles,
+    report_drift,
     server_requests,
     sh,
     wait,
@@ -134,33 +136,9 @@ def _drift(kube: Kube, c: Controller) -> Results:
     """``kubectl scale`` of a MyApp whose policy is ``report``, to the drift in status."""
     ns = c.config.namespace or ""
     names = [f"app-{i:04d}" for i in range(5)]
-    for name in names:
-        kube.request(
-            "PATCH",
-            path_of("MyApp", ns, name),
-            body={"spec": {"driftPolicy": "report"}},
-            content_type="application/merge-patch+json",
-        )
+    report_drift(kube, ns, names)
     c.wait_idle(120)
-    seen_s = []
-    for i in range(DRIFT_EDITS):
-        name, value = names[i % len(names)], 2 + (i // len(names)) % 4
-        start = time.perf_counter()
-        kube.request(
-            "PATCH",
-            path_of("Deployment", ns, name, "scale"),
-            params={"fieldManager": "kubectl"},
-            body={"spec": {"replicas": value}},
-            content_type="application/merge-patch+json",
-        )
-
-        def seen(name: str = name, value: int = value) -> bool:
-            app = c.myapps.get(f"{ns}/{name}") or {}
-            return any(d.get("live") == value for d in (app.get("status") or {}).get("drift") or [])
-
-        wait("drift in status", seen, timeout=60, every=0.01)
-        seen_s.append(time.perf_counter() - start)
-    return percentiles(seen_s)
+    return percentiles(drift_in_status(kube, c.myapps, ns, names, DRIFT_EDITS, 4, 60))
 
 
 def _diff(work: Path, url: str) -> Results:

@@ -70,10 +70,13 @@ from bench.common import (
     cpu_delta,
     cpu_seconds,
     delta,
+    drift_in_status,
     ensure_nodes,
     git_repo,
+    kubectl_scale,
     namespace,
     percentiles,
+    report_drift,
     server_requests,
     sh,
     wait,
@@ -254,47 +257,18 @@ def bench_diff(kube: Kube, work: Path, url: str, manifest: Path, out: Results) -
     }
 
 
-def _scale(kube: Kube, ns: str, name: str, replicas: int) -> float:
-    """What ``kubectl scale`` sends (a PATCH of the scale subresource under the
-    manager ``kubectl``), timed from just before the request leaves."""
-    start = time.perf_counter()
-    kube.request(
-        "PATCH",
-        path_of("Deployment", ns, name, "scale"),
-        params={"fieldManager": "kubectl"},
-        body={"spec": {"replicas": replicas}},
-        content_type="application/merge-patch+json",
-    )
-    return start
-
-
 def bench_drift(kube: Kube, c: Controller, out: Results) -> None:
     """kubectl scale, then: in status (policy report) / corrected (policy correct)."""
     ns = c.config.namespace or ""
     report = [f"app-{i:04d}" for i in range(10)]
-    for name in report:
-        kube.request(
-            "PATCH",
-            path_of("MyApp", ns, name),
-            body={"spec": {"driftPolicy": "report"}},
-            content_type="application/merge-patch+json",
-        )
+    report_drift(kube, ns, report)
     c.wait_idle(60)
-    detect, correct = [], []
-    for i in range(EDITS):
-        # every edit changes its app's replicas from the value of its previous edit
-        name, value = report[i % len(report)], 2 + (i // len(report)) % 5
-        t0 = _scale(kube, ns, name, value)
-
-        def seen(name: str = name, value: int = value) -> bool:
-            app = c.myapps.get(f"{ns}/{name}") or {}
-            return any(d.get("live") == value for d in (app.get("status") or {}).get("drift") or [])
-
-        wait("drift in status", seen, timeout=30, every=0.01)
-        detect.append(time.perf_counter() - t0)
+    # every edit changes its app's replicas from the value of its previous edit
+    detect = drift_in_status(kube, c.myapps, ns, report, EDITS, 5, 30)
+    correct = []
     for i in range(EDITS):
         name = f"app-{10 + i % 50:04d}"
-        t0 = _scale(kube, ns, name, 4)
+        t0 = kubectl_scale(kube, ns, name, 4)
 
         def back(name: str = name) -> bool:
             dep = c.deployments.get(f"{ns}/{name}") or {}
