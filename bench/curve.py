@@ -56,6 +56,7 @@ from bench.common import (
     sh,
     wait,
 )
+from gitsync.daemon.heap import Heap
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.kube.client import Kube, path_of
 from gitsync.reconcile.controller import Controller, ControllerConfig
@@ -99,9 +100,12 @@ def _cold(kube: Kube, tmp: Path, n: int, replicas: int) -> tuple[Results, Contro
     rolled_s = time.perf_counter() - start
     c.wait_idle(300)
     time.sleep(2)
+    heap = Heap()
+    heap.settle()  # as the daemon, after the cold pass
     before, cpu0 = server_requests(kube), cpu_seconds()
     start = time.perf_counter()
     warm = s.run()
+    heap.settle()
     warm_s, warm_cpu = time.perf_counter() - start, cpu_seconds() - cpu0
     out = {
         "cold": {

@@ -24,6 +24,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import webhook
+from gitsync.daemon.heap import Heap
 from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpserver import Limits, Server
 from gitsync.daemon.routes import Routes, SyncRequest
@@ -112,6 +113,7 @@ class Daemon:
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
         self._sync_lock = threading.Lock()
+        self.heap = Heap()
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
@@ -304,6 +306,14 @@ class Daemon:
     # --- the sync job ------------------------------------------------------------
 
     def sync_once(self) -> None:
+        try:
+            self._sync_pass()
+        finally:
+            # leader or not, what the caches hold now is kept off the collector
+            if self.controller.myapps.synced.is_set():
+                self.heap.settle()
+
+    def _sync_pass(self) -> None:
         if self.syncer is None or self.stop_event.is_set() or not self.is_leader():
             return
         if not self.controller.wait_synced(60):

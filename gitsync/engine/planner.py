@@ -93,7 +93,10 @@ class Step:
     where the desired state moved, ``corrected`` the drift taken back with force,
     ``drift`` the drift and conflicts that stay (what ``status.drift`` reports),
     ``held`` what suspend holds back, ``released`` the fields only gitsync set that
-    the body no longer sets (the apply removes them).
+    the body no longer sets (the apply removes them). ``moved``: the body carries
+    another stamp than live, so the write changes the object for certain (an
+    annotation's value, which the server neither canonicalises nor prunes) and no
+    dry-run need confirm it.
     """
 
     subject: str
@@ -109,14 +112,16 @@ class Step:
     released: tuple[Path, ...] = ()
     reason: str = ""
     hold: Hold = ""
+    moved: bool = False
 
 
 def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
     """What converging ``live`` to ``desired`` under ``p`` writes.
 
     ``label`` names the object in drift items (``Deployment/web``). A "configured"
-    step is still to be confirmed by an SSA dry-run before it is written (see
-    :mod:`gitsync.reconcile.converge`): the server may store exactly what is live."""
+    step whose desired state did not move (drift) is still to be confirmed by an SSA
+    dry-run before it is written (see :mod:`gitsync.reconcile.converge`): the server
+    may store exactly what is live."""
     meta = desired.get("metadata") or {}
     who = subject(str(desired.get("kind")), meta.get("namespace", ""), meta.get("name", ""))
     if live is None:
@@ -140,7 +145,8 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
     )
     if not items:
         return Step(who, "unchanged", live, desired)
-    ours, foreign = split(items, p, moved=_stamp(live) != _stamp(body))
+    moved = _stamp(live) != _stamp(body)
+    ours, foreign = split(items, p, moved=moved)
     if p.suspended:
         return Step(
             who,
@@ -168,6 +174,7 @@ def decide(label: str, desired: Obj, live: Obj | None, p: Policy) -> Step:
         corrected=tuple(takeback),
         drift=tuple(leave),
         released=released(live, body, p.field_manager),
+        moved=moved,
     )
 
 

@@ -34,13 +34,14 @@ def converge(applier: Writer, label: str, desired: Obj, live: Obj | None, p: Pol
 
 
 def execute(applier: Writer, step: Step) -> Outcome:
-    """Carry out ``step``: at most one apply (after a dry-run for a change)."""
+    """Carry out ``step``: at most one apply, after a dry-run for a change of an
+    object whose desired state did not move (drift the fast path may have misread)."""
     if step.body is None:
         # what suspend holds back is no drift: status reports what others changed
         return Outcome("unchanged", step.live, list(step.drift))
     if step.live is None:
         return Outcome("created", applier.apply(step.body))
-    if not _confirmed(applier, step.body, step.live):
+    if not step.moved and not _confirmed(applier, step.body, step.live):
         # the server would store exactly what is live: a value our projection
         # does not canonicalise (or a field the schema prunes); nothing to write and
         # nothing taken back, but what the step leaves (conflicts, drift the policy

@@ -88,9 +88,23 @@ def test_sync_applies_skips_unchanged_and_prunes(
     upstream.commit(
         {"apps/a.yaml": app_yaml(namespace, "a", image="nginx:1.28"), "apps/c.yaml": None}
     )
+    dry_runs = kube.requests["DRYRUN"]
     third = s.run()
     assert actions(third) == {"a": "configured", "b": "unchanged", "c": "pruned"}
     assert get(kube, "MyApp", namespace, "a")["spec"]["image"] == "nginx:1.28"  # type: ignore[index]
+    wait_until(
+        lambda: (
+            get(kube, "Deployment", namespace, "a")["spec"]["template"]["spec"]["containers"][0][  # type: ignore[index]
+                "image"
+            ]
+            == "nginx:1.28"
+        ),
+        what="the Deployment of a with Git's new image",
+    )
+    assert controller.wait_idle(30)
+    # a change from Git moves the stamp: the MyApp and its Deployment are written
+    # without a dry-run first
+    assert kube.requests["DRYRUN"] == dry_runs
     assert not exists(kube, "MyApp", namespace, "c")
     wait_until(
         lambda: not exists(kube, "Deployment", namespace, "c"),

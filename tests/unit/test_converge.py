@@ -68,3 +68,33 @@ def test_what_a_step_leaves_stays_when_the_dry_run_shows_nothing_to_write() -> N
     assert outcome.drift == [conflict, reported]
     # nothing was taken back: the server holds what it held
     assert outcome.corrected == []
+
+
+class Recorder:
+    """A server that stores whatever is applied: records each apply and dry-run."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def apply(self, obj: Obj, *, force: bool = False, dry_run: bool = False) -> Obj:
+        self.calls.append("dry-run" if dry_run else "apply")
+        return copy.deepcopy(obj)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected call {name}")
+
+
+def test_a_write_whose_stamp_moves_is_sent_without_a_dry_run() -> None:
+    body: Obj = {**LIVE, "spec": {**LIVE["spec"], "replicas": 2}}
+    server = Recorder()
+    outcome = execute(server, Step("Deployment ns/web", "configured", LIVE, body, body, moved=True))
+    assert server.calls == ["apply"]
+    assert outcome.action == "configured"
+
+
+def test_drift_under_the_same_stamp_is_confirmed_by_a_dry_run_first() -> None:
+    body: Obj = {**LIVE, "spec": {**LIVE["spec"], "replicas": 2}}
+    server = Recorder()
+    outcome = execute(server, Step("Deployment ns/web", "configured", LIVE, body, body))
+    assert server.calls == ["dry-run", "apply"]
+    assert outcome.action == "configured"

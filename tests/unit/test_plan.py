@@ -237,6 +237,9 @@ def test_decide_writes_only_what_sync_may_and_shows_the_rest_as_such(
             "replicas" not in step.body["spec"]
         )
         assert step.force == bool(step.corrected)
+    # Git moved (the image here) ⇒ the stamp moves: no dry-run need confirm the write;
+    # drift taken back under the same stamp is confirmed first
+    assert step.moved == (IMAGE in (written or []))
 
 
 def test_suspend_holds_git_changes_back_as_unchanged_with_the_paths_shown() -> None:
