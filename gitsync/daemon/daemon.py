@@ -310,8 +310,7 @@ class Daemon:
             self._sync_pass()
         finally:
             # leader or not, what the caches hold now is kept off the collector
-            if self.controller.myapps.synced.is_set():
-                self.heap.settle()
+            self.heap.settle()
 
     def _sync_pass(self) -> None:
         if self.syncer is None or self.stop_event.is_set() or not self.is_leader():

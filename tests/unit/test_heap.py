@@ -59,3 +59,9 @@ def test_a_cycle_frozen_alive_is_collected_by_the_next_full_collection() -> None
     heap.settle()
     assert holder[0]() is None
     assert gc.get_freeze_count() > 0
+
+
+def test_the_heap_is_trimmed_after_the_freeze() -> None:
+    trims: list[bool] = []
+    Heap(trim=lambda: trims.append(gc.get_freeze_count() > 0)).settle()
+    assert trims == [True]
