@@ -98,3 +98,18 @@ def test_drift_under_the_same_stamp_is_confirmed_by_a_dry_run_first() -> None:
     outcome = execute(server, Step("Deployment ns/web", "configured", LIVE, body, body))
     assert server.calls == ["dry-run", "apply"]
     assert outcome.action == "configured"
+
+
+def test_a_step_without_a_body_sends_nothing_and_keeps_its_drift() -> None:
+    reported = item("spec.minReadySeconds", "kubectl-edit", conflict=False)
+    server = Recorder()
+    outcome = execute(server, Step("Deployment ns/web", "unchanged", LIVE, LIVE, drift=(reported,)))
+    assert server.calls == []
+    assert (outcome.action, outcome.live, outcome.drift) == ("unchanged", LIVE, [reported])
+
+
+def test_an_object_not_live_is_created_by_one_apply_without_a_dry_run() -> None:
+    server = Recorder()
+    outcome = execute(server, Step("Deployment ns/web", "created", None, LIVE, LIVE))
+    assert server.calls == ["apply"]
+    assert (outcome.action, outcome.live) == ("created", LIVE)
