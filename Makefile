@@ -12,10 +12,12 @@ export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
 all: test
 
-$(STAMP): pyproject.toml
+# the runtime dependencies at the versions the image installs (a release upstream made
+# after the lock must not change what a fresh machine runs)
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint,bench]'
+	$(PY) -m pip install --quiet --constraint requirements.lock -e '.[test,lint,bench]'
 	touch $@
 
 venv: $(STAMP)
