@@ -12,12 +12,14 @@ export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
 all: test
 
-# the runtime dependencies at the versions the image installs (a release upstream made
-# after the lock must not change what a fresh machine runs)
-$(STAMP): pyproject.toml requirements.lock
+# every package at the version of the locks: the runtime dependencies as the image installs
+# them, the tools as the code was checked with (a release upstream made after the locks
+# must not change what a fresh machine runs)
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint requirements.lock -e '.[test,lint,bench]'
+	$(PY) -m pip install --quiet --constraint requirements.lock \
+		--constraint requirements-dev.lock -e '.[test,lint,bench]'
 	touch $@
 
 venv: $(STAMP)

@@ -3,12 +3,14 @@ so check everything it relies on instead.
 
 - every path the Dockerfile COPYs exists, and .dockerignore does not hide it;
 - those files alone form an installable package with the ``gitsync`` console script;
-- requirements.lock pins exactly gitsync's runtime dependencies as installed in .venv;
+- requirements.lock pins exactly gitsync's runtime dependencies as installed in .venv,
+  and requirements-dev.lock everything else .venv holds (the test, lint and bench tools);
 - every flag and GITSYNC_* variable deploy/ gives the container is one gitsync knows;
 - the image's ENTRYPOINT + CMD (``gitsync run``) starts.
 
-Regenerate the lock after changing dependencies:
-``.venv/bin/python -m tests.unit.test_packaging > requirements.lock``.
+Regenerate the locks after changing dependencies:
+``.venv/bin/python -m tests.unit.test_packaging > requirements.lock`` and
+``.venv/bin/python -m tests.unit.test_packaging dev > requirements-dev.lock``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from importlib.metadata import PackageNotFoundError, distribution
+from importlib.metadata import PackageNotFoundError, distribution, distributions
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +38,20 @@ from gitsync.daemon import metrics
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 LOCK = ROOT / "requirements.lock"
+DEV_LOCK = ROOT / "requirements-dev.lock"
 DEPLOY = ROOT / "deploy"
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 LOCK_HEADER = """\
 # Pinned runtime dependencies of gitsync (no test or lint tools), installed in the image.
 # Generated from .venv: .venv/bin/python -m tests.unit.test_packaging > requirements.lock
 """
+DEV_LOCK_HEADER = """\
+# Pinned test, lint and bench tools of make's .venv, with what they need beyond
+# requirements.lock: a fresh machine checks the code with the tools it was checked with.
+# Generated from .venv: .venv/bin/python -m tests.unit.test_packaging dev > requirements-dev.lock
+"""
+#: installed in every venv by itself, or gitsync itself (editable)
+NOT_LOCKED = {"gitsync", "pip", "setuptools", "wheel"}
 
 
 # --- the Dockerfile ------------------------------------------------------------------
@@ -164,6 +174,26 @@ def render_lock() -> str:
     return LOCK_HEADER + "".join(f"{name}=={version}\n" for name, version in pins)
 
 
+def render_dev_lock() -> str:
+    runtime = set(runtime_requirements())
+    pins = {
+        canonicalize_name(d.metadata["Name"]): (d.metadata["Name"], d.version)
+        for d in distributions()
+    }
+    kept = [nv for key, nv in pins.items() if key not in runtime and key not in NOT_LOCKED]
+    kept.sort(key=lambda nv: canonicalize_name(nv[0]))
+    return DEV_LOCK_HEADER + "".join(f"{name}=={version}\n" for name, version in kept)
+
+
+def test_dev_lock_pins_exactly_the_other_packages_installed_in_the_venv() -> None:
+    assert DEV_LOCK.read_text() == render_dev_lock(), (
+        "requirements-dev.lock is stale: .venv/bin/python -m tests.unit.test_packaging dev"
+        " > requirements-dev.lock"
+    )
+    pinned = {canonicalize_name(line.split("==")[0]) for line in DEV_LOCK.read_text().splitlines()}
+    assert {"pytest", "ruff", "mypy", "hypothesis", "playwright"} <= pinned
+
+
 def test_lock_pins_exactly_the_runtime_dependencies_installed_in_the_venv() -> None:
     assert LOCK.read_text() == render_lock(), (
         "requirements.lock is stale: .venv/bin/python -m tests.unit.test_packaging"
@@ -280,4 +310,4 @@ def test_entrypoint_and_cmd_run() -> None:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render_lock())
+    sys.stdout.write(render_dev_lock() if sys.argv[1:] == ["dev"] else render_lock())
