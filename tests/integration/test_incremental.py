@@ -16,7 +16,7 @@ from gitsync.model.api import SOURCE_PATH_ANNOTATION
 from gitsync.reconcile.controller import Controller
 from tests.gitserver import Upstream
 from tests.integration.test_sync import syncer
-from tests.support import app_yaml
+from tests.support import app_yaml, wait_until
 
 NAMES = [f"app{i}" for i in range(10)]
 FILES = ["apps/one.yaml", "apps/two.yaml", "apps/deep/three.yaml", "apps/four.yml"]
@@ -44,6 +44,15 @@ def server_state(kube: Kube, namespace: str) -> dict[str, tuple[object, ...]]:
                 applied,
             )
     return out
+
+
+def orphans(kube: Kube, namespace: str) -> set[str]:
+    """Deployments whose MyApp is gone: the garbage collector's, soon."""
+    names = {
+        kind: {o["metadata"]["name"] for o in kube.list(path_of(kind, namespace))["items"]}
+        for kind in ("MyApp", "Deployment")
+    }
+    return names["Deployment"] - names["MyApp"]
 
 
 def writes(result: ChangeSet) -> list[str]:
@@ -99,6 +108,8 @@ def test_incremental_passes_end_where_full_passes_do(
         assert not result.errors or broken, result.errors
         incremental += part.incremental
         assert controller.wait_idle(30)
+        # a pruned MyApp's Deployment goes with the garbage collector, in its own time
+        wait_until(lambda: not orphans(kube, namespace), timeout=60, what="the collector")
         before = server_state(kube, namespace)
         # the full pass finds the server as Git says: nothing to write, nothing changed
         check = full.run()

@@ -126,6 +126,11 @@ class Counted(World):
         out: dict[str, object] = {}
         for path, obj in self.cluster.store.items():
             status = {k: v for k, v in (obj.get("status") or {}).items() if k != "source"}
+            if "conditions" in status:
+                status["conditions"] = [
+                    {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                    for c in status["conditions"]
+                ]
             out[path] = (obj.get("spec"), obj["metadata"].get("labels"), status)
         return out
 
