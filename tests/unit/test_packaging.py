@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, distribution, distributions
 from pathlib import Path
 from typing import Any
@@ -169,9 +170,14 @@ def runtime_requirements() -> dict[str, tuple[str, str]]:
     return found
 
 
+def _render(header: str, pins: Iterable[tuple[str, str]]) -> str:
+    """A lock: ``header``, then ``name==version`` lines in canonical-name order."""
+    ordered = sorted(pins, key=lambda nv: canonicalize_name(nv[0]))
+    return header + "".join(f"{name}=={version}\n" for name, version in ordered)
+
+
 def render_lock() -> str:
-    pins = sorted(runtime_requirements().values(), key=lambda nv: canonicalize_name(nv[0]))
-    return LOCK_HEADER + "".join(f"{name}=={version}\n" for name, version in pins)
+    return _render(LOCK_HEADER, runtime_requirements().values())
 
 
 def render_dev_lock() -> str:
@@ -181,8 +187,7 @@ def render_dev_lock() -> str:
         for d in distributions()
     }
     kept = [nv for key, nv in pins.items() if key not in runtime and key not in NOT_LOCKED]
-    kept.sort(key=lambda nv: canonicalize_name(nv[0]))
-    return DEV_LOCK_HEADER + "".join(f"{name}=={version}\n" for name, version in kept)
+    return _render(DEV_LOCK_HEADER, kept)
 
 
 def test_dev_lock_pins_exactly_the_other_packages_installed_in_the_venv() -> None:
@@ -190,7 +195,7 @@ def test_dev_lock_pins_exactly_the_other_packages_installed_in_the_venv() -> Non
         "requirements-dev.lock is stale: .venv/bin/python -m tests.unit.test_packaging dev"
         " > requirements-dev.lock"
     )
-    pinned = {canonicalize_name(line.split("==")[0]) for line in DEV_LOCK.read_text().splitlines()}
+    pinned = {canonicalize_name(line.split("==")[0]) for line in _lock_lines(DEV_LOCK)}
     assert {"pytest", "ruff", "mypy", "hypothesis", "playwright"} <= pinned
 
 
@@ -204,8 +209,8 @@ def test_lock_pins_exactly_the_runtime_dependencies_installed_in_the_venv() -> N
         assert tool not in pinned
 
 
-def _lock_lines() -> list[str]:
-    return [ln for ln in LOCK.read_text().splitlines() if ln and not ln.startswith("#")]
+def _lock_lines(lock: Path = LOCK) -> list[str]:
+    return [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith("#")]
 
 
 # --- deploy/ against the CLI ---------------------------------------------------------
