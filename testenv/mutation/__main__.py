@@ -65,7 +65,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "gitsync/engine/namespace_plan.py": (f"{_U}test_namespaces.py", f"{_U}test_changeset.py"),
     "gitsync/engine/planner.py": (
-        *(f"{_U}{t}" for t in ("test_plan.py", "test_changeset.py", "test_diff.py")),
+        *(f"{_U}{t}" for t in ("test_plan.py", "test_keyed_merge.py", "test_changeset.py")),
+        f"{_U}test_diff.py",
         f"{_U}test_reconcile.py",
     ),
     "gitsync/engine/prune.py": (
