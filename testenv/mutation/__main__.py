@@ -33,7 +33,9 @@ _U, _F = "tests/unit/", "tests/fuzz/"
 #: the unit and property tests that exercise each module, directly or through the module
 #: that calls it; the most specific first, so most mutants are killed by the first file
 TESTS: dict[str, tuple[str, ...]] = {
-    "gitsync/engine/blame.py": (f"{_U}test_blame.py", f"{_U}test_page.py"),
+    "gitsync/engine/blame.py": (
+        *(f"{_U}{t}" for t in ("test_blame_rows.py", "test_blame.py", "test_page.py")),
+    ),
     "gitsync/engine/changeset.py": (
         *(f"{_U}{t}" for t in ("test_changeset.py", "test_plan.py", "test_namespaces.py")),
         *(f"{_U}{t}" for t in ("test_sync_fakes.py", "test_sync_prune.py", "test_diff.py")),
