@@ -197,3 +197,79 @@ def test_a_key_delayed_twice_waits_for_the_earlier_time_only(delays: tuple[float
     # the later entry is gone: it would run the key once more for nothing
     assert q.get(0) is None
     assert q.idle()
+
+
+def test_after_shutdown_nothing_is_queued() -> None:
+    q = WorkQueue()
+    q.shutdown()
+    q.add("a")
+    q.add("b", urgent=True)
+    assert q.idle() and len(q) == 0
+
+
+def test_a_retry_due_at_once_waits_in_the_plain_lane() -> None:
+    """A failed key is news to report again, not an edit to take back: it queues
+    behind the keys already waiting."""
+    q = WorkQueue(base_delay=0.0)
+    q.add("waiting")
+    assert q.add_rate_limited("retry") == 0.0
+    assert [q.get(0), q.get(0)] == ["waiting", "retry"]
+
+
+def test_a_key_added_again_and_again_while_waiting_holds_one_entry() -> None:
+    """The lanes do not grow with the adds of a busy key (a watch storm on one object)."""
+    q = WorkQueue()
+    for _ in range(1000):
+        q.add("a")
+        q.add("b", urgent=True)
+    assert (len(q._queue), len(q._urgent_queue)) == (1, 1)
+    assert [q.get(0), q.get(0), q.get(0)] == ["b", "a", None]
+
+
+def test_add_after_no_delay_is_an_add_and_runs_once() -> None:
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    for delay in (0.0, -1.0):
+        q.add_after("k", delay)
+        assert q.get(0) == "k"
+        q.done("k")
+        assert q.get(0) is None  # no second entry left behind in the delayed heap
+    q.add_after("k", 0.5)  # any positive delay waits
+    assert q.get(0) is None
+    clock.now += 0.5
+    assert q.get(0) == "k"
+
+
+def test_a_worker_blocked_on_an_empty_queue_wakes_for_a_delayed_key() -> None:
+    q = WorkQueue()
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(q.get()))
+    t.start()
+    q.add_after("k", 0.05)
+    t.join(5)
+    q.shutdown()
+    assert got == ["k"]
+
+
+def test_a_get_with_a_timeout_waits_for_a_key_up_to_it() -> None:
+    q = WorkQueue()
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=30)))
+    t.start()
+    threading.Event().wait(0.2)
+    assert t.is_alive()  # still waiting: the timeout is not over
+    q.add("k")
+    t.join(5)
+    assert got == ["k"]
+    assert q.get(timeout=0.05) is None  # and then it is over
+
+
+def test_the_overall_bucket_refills_from_its_last_take_only() -> None:
+    clock = FakeClock()
+    q = WorkQueue(base_delay=0.0, qps=1.0, burst=1, clock=clock)
+    assert q.add_rate_limited("a") == 0.0  # the one token
+    clock.now += 0.5
+    assert q.add_rate_limited("b") == pytest.approx(0.5)  # half a token back
+    clock.now += 0.5
+    # half a token more since b's take, and b was promised it: a whole second to wait
+    assert q.add_rate_limited("c") == pytest.approx(1.0)
