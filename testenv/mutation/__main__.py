@@ -42,6 +42,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_U}test_plan_order.py",
     ),
     "gitsync/engine/differences.py": (
+        f"{_U}test_differences.py",
         *(f"{_U}{t}" for t in ("test_diff.py", "test_plan.py", "test_changeset.py")),
         f"{_U}test_field_positions.py",
     ),
@@ -57,7 +58,8 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_F}test_fields.py",
     ),
     "gitsync/engine/fieldpaths.py": (
-        *(f"{_U}{t}" for t in ("test_blame.py", "test_manifests.py", "test_field_positions.py")),
+        *(f"{_U}{t}" for t in ("test_fieldpaths.py", "test_blame.py", "test_blame_rows.py")),
+        *(f"{_U}{t}" for t in ("test_manifests.py", "test_field_positions.py")),
     ),
     "gitsync/engine/managedfields.py": (
         *(f"{_U}{t}" for t in ("test_managedfields.py", "test_errors.py", "test_plan.py")),

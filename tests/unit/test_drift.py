@@ -13,6 +13,8 @@ import pytest
 
 from gitsync.engine.drift import (
     DriftItem,
+    canonicalise,
+    comparable,
     drift_items,
     drift_signature,
     fast_equal,
@@ -20,7 +22,7 @@ from gitsync.engine.drift import (
     status_entries,
 )
 from gitsync.engine.fieldrules import rule_at
-from gitsync.model.api import Obj
+from gitsync.model.api import LAST_APPLIED_ANNOTATION, Obj
 from gitsync.model.render import desired_myapp, render
 from tests.unit.drift_samples import APP, MYAPP, UID, C, container, live_deployment
 
@@ -361,3 +363,22 @@ def test_drift_signature_changes_only_with_the_set_of_paths() -> None:
     )
     assert drift_signature([a]) != drift_signature([a, c])
     assert drift_signature([]) == frozenset()
+
+
+def test_what_can_drift_leaves_out_kubectls_last_applied_annotation() -> None:
+    annotations = {LAST_APPLIED_ANNOTATION: "{}", "a": "b"}
+    body: Obj = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "web", "annotations": annotations},
+        "spec": {"image": "nginx"},
+    }
+    assert comparable(body) == {"spec": {"image": "nginx"}, "metadata": {"annotations": {"a": "b"}}}
+    del annotations["a"]
+    assert comparable(body) == {"spec": {"image": "nginx"}, "metadata": {"annotations": {}}}
+
+
+def test_a_value_that_is_no_quantity_stays_as_written_beside_canonical_ones() -> None:
+    limits = {"cpu": "lots", "memory": "1024Mi"}
+    got = canonicalise({"spec": {"resources": {"limits": limits}}})
+    assert got["spec"]["resources"]["limits"] == {"cpu": "lots", "memory": "1Gi"}

@@ -273,3 +273,41 @@ def test_the_overall_bucket_refills_from_its_last_take_only() -> None:
     clock.now += 0.5
     # half a token more since b's take, and b was promised it: a whole second to wait
     assert q.add_rate_limited("c") == pytest.approx(1.0)
+
+
+def test_a_key_handed_out_urgent_comes_back_as_news_when_news_is_all() -> None:
+    q = WorkQueue()
+    q.add("a", urgent=True)
+    assert q.get(0) == "a"
+    q.add("b")
+    q.add("a")  # news while in flight: no longer an edit to take back
+    q.done("a")
+    assert [q.get(0), q.get(0)] == ["b", "a"]
+
+
+def test_done_wakes_a_worker_for_the_key_added_while_in_flight() -> None:
+    q = WorkQueue()
+    q.add("a")
+    assert q.get(0) == "a"
+    q.add("a")
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(q.get()))
+    t.start()
+    threading.Event().wait(0.1)  # the second worker waits: "a" is in flight
+    q.done("a")
+    t.join(5)
+    q.shutdown()
+    assert got == ["a"]
+
+
+def test_a_worker_with_a_timeout_wakes_for_the_soonest_delayed_key() -> None:
+    q = WorkQueue()
+    q.add_after("late", 60)
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=30)))
+    t.start()
+    threading.Event().wait(0.1)
+    q.add_after("soon", 0.1)
+    t.join(5)
+    q.shutdown()
+    assert got == ["soon"]

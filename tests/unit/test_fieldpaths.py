@@ -1,0 +1,104 @@
+"""Where an SMD path stands, at the edges: the leaves of a body in the body's own order,
+a path through a value of another shape, list items that are not maps, an alias, and
+the loader's lines of a list shorter than the value."""
+
+from __future__ import annotations
+
+import yaml
+
+from gitsync.engine.fieldpaths import leaves, line_in, line_of, lines_of, value_at
+from gitsync.source._yaml import Loader
+
+DOC = """\
+a: &b
+  x: 1
+c: *b
+l:
+  - plain
+  - name: x
+"""
+ENV_Z = ("f:spec", "f:env", 'k:{"name":"Z"}')
+ENV_A = ("f:spec", "f:env", 'k:{"name":"A"}')
+
+
+def _node(text: str = DOC) -> yaml.Node:
+    node = yaml.compose(text, Loader=Loader)
+    assert node is not None
+    return node
+
+
+def test_leaves_follow_the_body_not_the_alphabet() -> None:
+    body = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "MyApp",
+        "metadata": {"name": "web", "labels": {"z": "1", "a": "2"}},
+        "spec": {
+            "image": "nginx",
+            "env": [{"name": "Z", "value": "1"}, {"name": "A", "value": "2"}],
+            "command": ["serve", "--port"],
+        },
+    }
+    # what can drift first (the spec), then the metadata compared
+    assert leaves(body) == [
+        ("f:spec", "f:image"),
+        (*ENV_Z, "f:name"),
+        (*ENV_Z, "f:value"),
+        (*ENV_A, "f:name"),
+        (*ENV_A, "f:value"),
+        ("f:spec", "f:command"),  # a plain list is one value
+        ("f:metadata", "f:labels", "f:z"),
+        ("f:metadata", "f:labels", "f:a"),
+    ]
+
+
+def test_value_at_a_path_through_a_value_of_another_shape_is_none() -> None:
+    obj = {"a": 1, "l": ["plain", {"name": "x"}]}
+    assert value_at(obj, ()) == obj
+    assert value_at(obj, ("f:a", "f:deeper")) is None  # through a scalar
+    assert value_at(obj, ("f:l", "f:name")) is None  # a field of a list
+    assert value_at(obj, ("f:a", 'k:{"name":"x"}')) is None  # an item of a scalar
+    # an item that is not a map is never the one a key names
+    assert value_at(obj, ("f:l", 'k:{"name":"x"}')) == {"name": "x"}
+    assert value_at(obj, ("f:l", 'k:{"name":"x"}', "f:name")) == "x"
+
+
+def test_line_of_a_path_through_a_value_of_another_shape_is_none() -> None:
+    node = _node()
+    assert line_of(node, ()) is None
+    assert line_of(node, ("f:a",)) == 1  # the key's line, not its value's
+    assert line_of(node, ("f:a", "f:x")) == 2
+    assert line_of(node, ("f:a", "f:x", "f:deeper")) is None
+    assert line_of(node, ("f:l", "f:name")) is None
+    assert line_of(node, ("f:a", 'k:{"name":"x"}')) is None
+    # a list item that is not a map is skipped, not matched or misread
+    assert line_of(node, ("f:l", 'k:{"name":"x"}')) == 6
+
+
+def test_an_aliased_node_is_walked_once_where_its_anchor_is() -> None:
+    lines = lines_of(_node())
+    assert lines == ("a", 1, ("x", 2, None), "c", 3, None, "l", 4, (5, None, 6, ("name", 6, None)))
+    obj = yaml.safe_load(DOC)
+    assert line_in(lines, obj, ("f:a", "f:x")) == 2
+    # the alias holds the value, but no line of its own
+    assert obj["c"] == {"x": 1}
+    assert line_in(lines, obj, ("f:c",)) == 3
+    assert line_in(lines, obj, ("f:c", "f:x")) is None
+
+
+def test_line_in_a_path_through_a_value_of_another_shape_is_none() -> None:
+    lines, obj = lines_of(_node()), yaml.safe_load(DOC)
+    assert line_in(lines, obj, ()) is None
+    assert line_in(lines, obj, ("f:a", "f:x", "f:deeper")) is None
+    assert line_in(lines, obj, ("f:l", "f:name")) is None
+    assert line_in(lines, obj, ("f:a", 'k:{"name":"x"}')) is None
+    assert line_in(lines, obj, ("f:l", 'k:{"name":"x"}')) == 6
+    assert line_in(lines, obj, ("f:l", 'k:{"name":"x"}', "f:name")) == 6
+
+
+def test_line_in_a_value_longer_than_its_lines_is_none() -> None:
+    """A value and lines of two different documents (the value read again after the
+    file changed): an item past the lines' end has no line, and nothing is misread."""
+    lines = lines_of(_node("l:\n  - name: a\n  - name: b\n"))
+    obj = {"l": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+    assert line_in(lines, obj, ("f:l", 'k:{"name":"b"}')) == 3
+    assert line_in(lines, obj, ("f:l", 'k:{"name":"c"}')) is None
