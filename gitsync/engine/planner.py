@@ -462,38 +462,31 @@ def _merge_keyed(at: Rule, live: list[Any], body: list[Any]) -> list[Any]:
     rkeys = [_list_key(at, it) for it in body]
     lhs = dict(zip(lkeys, live, strict=True))
     rhs = dict(zip(rkeys, body, strict=True))
+    #: the shared keys in the body's order: the next one is where live's turn stops
     shared = iter([k for k in rkeys if k in lhs])
     next_shared = next(shared, None)
-    merged: set[str] = set()
     out: list[Any] = []
     li = ri = 0
     while li < len(live) or ri < len(body):
-        if li < len(live) and ri < len(body):
+        if li < len(live):
             lk = lkeys[li]
-            if lk == rkeys[ri]:
-                merged.add(lk)
+            if ri < len(body) and lk == rkeys[ri]:
                 out.append(_merge(lhs[lk], rhs[lk], at))
                 li, ri = li + 1, ri + 1
                 next_shared = next(shared, None)
                 continue
-            if lk in rhs and next_shared is not None and next_shared != lk:
-                li += 1  # shared, but its turn comes with the body's order
-                continue
-        if li < len(live):
-            lk = lkeys[li]
             if lk not in rhs:
                 out.append(live[li])  # another manager's item keeps its place
                 li += 1
                 continue
-            if lk in merged:
-                li += 1
-        if ri < len(body):
-            rk = rkeys[ri]
-            merged.add(rk)
-            out.append(_merge(lhs.get(rk), rhs[rk], at))
-            ri += 1
-            if next_shared is not None and next_shared == rk:
-                next_shared = next(shared, None)
+            if next_shared != lk:
+                li += 1  # shared, but its turn comes with the body's order
+                continue
+        # the body's next item: a new one before the shared item live waits at, or,
+        # once live is done, any (a shared one whose place in live was passed)
+        rk = rkeys[ri]
+        out.append(_merge(lhs.get(rk), rhs[rk], at))
+        ri += 1
     return out
 
 

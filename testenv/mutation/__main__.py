@@ -70,8 +70,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gitsync/engine/namespace_plan.py": (f"{_U}test_namespaces.py", f"{_U}test_changeset.py"),
     "gitsync/engine/planner.py": (
         *(f"{_U}{t}" for t in ("test_plan.py", "test_keyed_merge.py", "test_changeset.py")),
-        f"{_U}test_diff.py",
-        f"{_U}test_reconcile.py",
+        *(f"{_U}{t}" for t in ("test_diff.py", "test_plan_order.py", "test_reconcile.py")),
     ),
     "gitsync/engine/prune.py": (
         *(f"{_U}{t}" for t in ("test_prune.py", "test_changeset.py", "test_plan.py")),

@@ -1,9 +1,11 @@
 """The order server-side apply gives a keyed list, read from the API server itself.
 
 ``tests/unit/keyed_merge_orders.txt`` holds, for every live ``spec.env`` of a MyApp with
-up to three of the items ``a b c x`` (written by another manager, so the apply releases
-nothing) and every applied ``spec.env`` with up to three of ``a b n m`` (gitsync's apply
-body), the list the server holds after the apply: 41 by 41 cases. The unit test
+up to four of the items ``a b c x`` (written by another manager, so the apply releases
+nothing) and every applied ``spec.env`` with up to four of ``a b c n`` (gitsync's apply
+body), the list the server holds after the apply: 65 by 65 cases, where three items can
+be shared and one on each side is its own (four items are needed to tell some wrong
+orders from the server's). The unit test
 ``tests/unit/test_keyed_merge.py`` holds the planner's merge to that table with no
 cluster; this test holds the table to the server, so a Kubernetes whose merge orders
 items otherwise fails here first. The property in ``test_merge_oracle.py`` covers random
@@ -19,7 +21,6 @@ import contextlib
 import itertools
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -43,15 +44,12 @@ HEADER: Final = """\
 """
 
 
+LIVE_ITEMS, BODY_ITEMS = "abcx", "abcn"
+
+
 def sides(letters: str) -> list[str]:
-    """Every list of up to three distinct items of ``letters``, in every order."""
-    return ["".join(p) for k in range(4) for p in itertools.permutations(letters, k)]
-
-
-def cases() -> Iterator[tuple[str, str]]:
-    for live in sides("abcx"):
-        for body in sides("abnm"):
-            yield live, body
+    """Every list of distinct items of ``letters`` (all of them at most), in every order."""
+    return ["".join(p) for k in range(5) for p in itertools.permutations(letters, k)]
 
 
 def env(items: str, value: str) -> list[Obj]:
@@ -72,7 +70,7 @@ def server_rows(kube: Kube, namespace: str) -> list[str]:
     Update under another manager), each body sent to it as a dry-run apply."""
     myapps = resource_path(API, "myapps", namespace)
     rows = []
-    for i, live in enumerate(sides("abcx")):
+    for i, live in enumerate(sides(LIVE_ITEMS)):
         name = f"orders-{i}"
         spec: Obj = {"image": "registry.example/app:1"}
         if live:
@@ -83,7 +81,7 @@ def server_rows(kube: Kube, namespace: str) -> list[str]:
             {"apiVersion": API, "kind": "MyApp", "metadata": meta, "spec": spec},
             field_manager="kubectl-edit",
         )
-        for body in sides("abnm"):
+        for body in sides(BODY_ITEMS):
             applied = {"apiVersion": API, "kind": "MyApp", "metadata": meta}
             applied["spec"] = {"env": env(body, BODY)}
             got = kube.apply(
@@ -103,7 +101,7 @@ def test_the_table_of_keyed_list_orders_is_the_servers(
     kube: Kube, crd: str, namespace: str
 ) -> None:
     rows = server_rows(kube, namespace)
-    assert len(rows) == 41 * 41
+    assert len(rows) == 65 * 65
     want = TABLE.read_text().splitlines()
     differ = sorted(set(rows) - set(want))
     assert not differ, f"the server merges otherwise than {TABLE.name} says: {differ[:10]}"

@@ -169,6 +169,13 @@ def test_without_git_the_recorded_source_and_drift_of_this_myapp_only() -> None:
     assert not rows[("MyApp/shop/web", "spec.image")].drifted
 
 
+def test_without_git_a_source_without_its_revision_names_none() -> None:
+    myapp, deployment = _live()
+    myapp["status"] = {"source": {"path": "apps/web.yaml"}}
+    rows = _by(blame(myapp, deployment, None))
+    assert rows[("MyApp/shop/web", "spec.image")].origin == Origin("git", file="apps/web.yaml")
+
+
 def test_without_git_a_myapp_made_in_the_cluster_is_not_from_git() -> None:
     myapp, deployment = _live()
     rows = _by(blame(myapp, deployment, None))

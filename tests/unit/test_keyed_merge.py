@@ -1,7 +1,7 @@
 """The preview's merge of a keyed list, held to the order the API server gives it.
 
-``keyed_merge_orders.txt`` is the server's answer for every small case (41 live lists by
-41 applied lists of a MyApp's ``spec.env``), recorded and kept true by
+``keyed_merge_orders.txt`` is the server's answer for every small case (65 live lists by
+65 applied lists of a MyApp's ``spec.env``, up to four items each), recorded and kept true by
 ``tests/integration/test_keyed_merge_orders.py``. Here :func:`gitsync.engine.planner.after`
 must give the same list, order and values, for each of them without a cluster.
 """
@@ -46,11 +46,13 @@ def preview(live: str, body: str) -> str:
 
 def test_the_table_covers_every_small_order() -> None:
     table = rows()
-    assert len(table) == 41 * 41
+    assert len(table) == 65 * 65
     assert len({(live, body) for live, body, _ in table}) == len(table)
-    # the cases that pin the merge's order: shared items reordered around another
-    # manager's, and new items among shared ones
-    assert ("xa", "ab", "xAB") in table and ("xa", "bn", "xaBN") in table
+    # cases that pin the merge's order: shared items reordered around another
+    # manager's, new items among shared ones, and two that take four items: a shared
+    # item live holds early goes where the body puts it, not where live had it
+    for row in ("xa ab xAB", "xa bn xaBN", "abcx bac BxAC", "abx cnba CNBxA"):
+        assert tuple(row.split(" ")) in table
 
 
 def test_the_preview_merges_a_keyed_list_as_the_server_does() -> None:

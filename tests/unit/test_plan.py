@@ -19,8 +19,10 @@ from gitsync.engine.planner import (
     Step,
     after,
     decide,
+    pending,
     plan_app,
     policy_for,
+    serving,
     split,
     stamp_of,
     stamped,
@@ -887,3 +889,33 @@ def test_a_commit_that_changes_the_held_apps_spec_is_planned_as_usual() -> None:
     assert (app.action, deployment.action) == ("configured", "configured")
     assert after(app)["spec"]["image"] == "nginx:1.28" and not app.reason
     assert IMAGE in changes_of(deployment)[0].paths
+
+
+def test_pending_is_a_change_not_applied_yet_and_never_drift() -> None:
+    app = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}
+    assert pending(app, None)  # not created yet
+    assert not pending(app, applied(app))  # live carries the stamp of this very body
+    assert not pending(app, applied(app, **{"kubectl-scale": 5}))  # drift is no change
+    assert pending(app, applied(APP))  # another desired state's stamp
+    unstamped = copy.deepcopy(applied(app))
+    del unstamped["metadata"]["annotations"][APPLIED_ANNOTATION]
+    assert pending(app, unstamped)  # applied by something else: Git's change is not in
+
+
+def test_serving_is_git_unless_a_rollback_holds_its_spec_back() -> None:
+    broken = {**APP, "spec": {"image": "nginx:broken", "replicas": 1}}
+    assert serving(broken, None) is broken
+    assert serving(broken, applied(APP)) is broken
+    held = serving(broken, rolled_back_from(broken["spec"], APP["spec"]))
+    assert held == {**broken, "spec": APP["spec"]}
+    # a commit that changes the spec is served as Git has it
+    fixed = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}
+    assert serving(fixed, rolled_back_from(broken["spec"], APP["spec"])) is fixed
+
+
+def test_plan_app_corrects_drift_unless_told_the_window_is_frozen() -> None:
+    live_dep = applied(dep(), **{"kubectl-scale": 5})
+    _, corrected = plan_app(APP, applied(APP), live_dep, Settings())
+    assert corrected.action == "configured" and corrected.force
+    _, reported = plan_app(APP, applied(APP), live_dep, Settings(), frozen=True)
+    assert reported.action == "unchanged" and [d.path for d in reported.drift] == ["spec.replicas"]
