@@ -65,7 +65,8 @@ def test_value_at_a_path_through_a_value_of_another_shape_is_none() -> None:
 def test_line_of_a_path_through_a_value_of_another_shape_is_none() -> None:
     node = _node()
     assert line_of(node, ()) is None
-    assert line_of(node, ("f:a",)) == 1  # the key's line, not its value's
+    assert line_of(node, ("f:a",)) == 1
+    assert line_of(node, ("f:l",)) == 4  # the key's line, not its value's (5)
     assert line_of(node, ("f:a", "f:x")) == 2
     assert line_of(node, ("f:a", "f:x", "f:deeper")) is None
     assert line_of(node, ("f:l", "f:name")) is None
