@@ -462,7 +462,7 @@ def _merge_keyed(at: Rule, live: list[Any], body: list[Any]) -> list[Any]:
     rkeys = [_list_key(at, it) for it in body]
     lhs = dict(zip(lkeys, live, strict=True))
     rhs = dict(zip(rkeys, body, strict=True))
-    #: the shared keys in the body's order: the next one is where live's turn stops
+    # the shared keys in the body's order: the next one is where live's turn stops
     shared = iter([k for k in rkeys if k in lhs])
     next_shared = next(shared, None)
     out: list[Any] = []
