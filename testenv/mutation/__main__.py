@@ -101,6 +101,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_U}test_controller.py",
     ),
     "gitsync/model/quantity.py": (
+        f"{_U}test_quantity_forms.py",
         f"{_U}test_quantity.py",
         f"{_F}test_quantity.py",
         f"{_U}test_render.py",
