@@ -160,6 +160,11 @@ def test_render_does_not_mutate_its_input() -> None:
     [
         ({"metadata": {"name": "web", "namespace": "shop"}, "spec": {}}, "spec.image is required"),
         ({"metadata": {"namespace": "shop"}, "spec": {"image": "x"}}, "without metadata.name"),
+        (
+            {"metadata": {"name": "", "namespace": "shop"}, "spec": {"image": "x"}},
+            "without metadata.name",
+        ),
+        (myapp(image=""), "spec.image is required"),
         (myapp(replicas="three"), "spec.replicas must be an integer"),
         (myapp(port=True), "spec.port must be an integer"),
         (
@@ -246,3 +251,8 @@ def test_desired_myapp_does_not_share_or_mutate_its_input() -> None:
     body["spec"]["env"][0]["value"] = "changed"
     body["metadata"]["labels"]["x"] = "y"
     assert source == original
+
+
+def test_a_progress_deadline_is_rendered_and_none_leaves_the_default() -> None:
+    assert render(myapp(progressDeadlineSeconds=30))["spec"]["progressDeadlineSeconds"] == 30
+    assert "progressDeadlineSeconds" not in render(myapp())["spec"]
