@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -98,3 +100,16 @@ def create_namespace(kube: Kube, base: str) -> str:
             continue
         return name
     pytest.fail(f"no free namespace name for {stem} in 5 tries")
+
+
+def write_from_server(table: Callable[[Kube, str], str], base: str) -> None:
+    """Print ``table(kube, namespace)`` for the cluster KUBECONFIG names, in a namespace of
+    its own deleted after: how a test module writes its recorded table of the API
+    server's answers anew (``python -m tests.integration.MODULE > TABLE``)."""
+    kube = Kube.from_kubeconfig(os.environ.get("KUBECONFIG"))
+    namespace = create_namespace(kube, base)
+    try:
+        sys.stdout.write(table(kube, namespace))
+    finally:
+        kube.delete(resource_path("v1", "namespaces", None, namespace))
+        kube.close()

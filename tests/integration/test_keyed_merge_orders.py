@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import sys
 from pathlib import Path
 from typing import Final
 
 from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, resource_path
 from gitsync.model.api import Obj
+from tests.support import write_from_server
 
 TABLE: Final = Path(__file__).resolve().parents[1] / "unit" / "keyed_merge_orders.txt"
 API: Final = "apps.example.com/v1"
@@ -109,13 +108,4 @@ def test_the_table_of_keyed_list_orders_is_the_servers(
 
 
 if __name__ == "__main__":
-    client = Kube.from_kubeconfig(os.environ.get("KUBECONFIG"))
-    ns = "keyed-merge-orders"
-    client.create(
-        resource_path("v1", "namespaces"),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-    )
-    try:
-        sys.stdout.write(table(server_rows(client, ns)))
-    finally:
-        client.delete(resource_path("v1", "namespaces", None, ns))
+    write_from_server(lambda kube, ns: table(server_rows(kube, ns)), "keyed-merge-orders")

@@ -10,14 +10,13 @@ nothing is stored.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import sys
 from pathlib import Path
 
 from gitsync.errors import APIInvalidError
 from gitsync.kube.client import Kube, resource_path
 from gitsync.model.quantity import resource_quantity
+from tests.support import write_from_server
 
 SEED = 20261203
 SAMPLE = 600
@@ -217,13 +216,6 @@ def test_the_table_of_stored_forms_is_the_servers(kube: Kube, namespace: str) ->
 
 
 if __name__ == "__main__":
-    client = Kube.from_kubeconfig(os.environ.get("KUBECONFIG"))
-    ns = "quantity-forms"
-    client.create(
-        resource_path("v1", "namespaces"),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    write_from_server(
+        lambda kube, ns: table(server_forms(kube, ns, [*EDGES, *sample()])), "quantity-forms"
     )
-    try:
-        sys.stdout.write(table(server_forms(client, ns, [*EDGES, *sample()])))
-    finally:
-        client.delete(resource_path("v1", "namespaces", None, ns))
