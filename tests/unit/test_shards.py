@@ -122,3 +122,9 @@ def test_moved_names_the_buckets_that_change_hands() -> None:
     assert moved({0: "a"}, {0: "a", 1: "b"}) == {1}
     assert moved({0: "a", 1: "b"}, {}) == {0, 1}
     assert moved({}, {}) == frozenset()
+
+
+def test_no_slack_and_one_point_a_member_still_serve_every_bucket_evenly() -> None:
+    got = assign(["a", "b"], 8, epsilon=0.0, points=1)
+    assert sorted(got) == list(range(8))
+    assert (len(held_by(got, "a")), len(held_by(got, "b"))) == (4, 4)
