@@ -24,7 +24,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 #: the default bucket count: enough that a bucket is under 1 % of a fleet and the
@@ -35,6 +37,7 @@ EPSILON: Final = 0.25
 #: ring points per member: the more, the more even the first choices (fewer buckets
 #: passed on for capacity), the longer the ring
 POINTS: Final = 128
+_RANGE: Final = re.compile(r"([0-9]+)(?:-([0-9]+))?", re.ASCII)
 
 
 def _position(text: str) -> int:
@@ -94,3 +97,77 @@ def held_by(assignment: Mapping[int, str], member: str) -> frozenset[int]:
 def moved(before: Mapping[int, str], after: Mapping[int, str]) -> frozenset[int]:
     """The buckets whose member changes from ``before`` to ``after``."""
     return frozenset(b for b in before.keys() | after.keys() if before.get(b) != after.get(b))
+
+
+# --- handing buckets over: claims in the member Leases --------------------------------
+#
+# A member serves a bucket only while its own Lease says it holds it, and takes a bucket
+# in two steps, each a write of its Lease read back by the others: first it *claims* the
+# bucket (only when no live member holds or claims it), then, once it has read every
+# member Lease after its claim was written and found no other claim or holder, it holds
+# it and serves it. Two members cannot both hold a bucket: each reads after writing its
+# claim, so the later of the two claims is seen by the later reader; when two claims
+# meet, the member whose name sorts first keeps its own and the other withdraws. A
+# member gives a bucket up by stopping, then writing its Lease without it; a Lease not
+# renewed for its duration counts for nothing (its holder stopped writing before that).
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What one member's Lease says of buckets: held (served) and claimed (to take)."""
+
+    held: frozenset[int] = frozenset()
+    claimed: frozenset[int] = frozenset()
+
+
+def step_claims(
+    me: str, target: frozenset[int], mine: Claims, others: Mapping[str, Claims]
+) -> Claims:
+    """``me``'s next claims, from the buckets the assignment gives it (``target``), its
+    claims as last written, and the live ``others``' claims as read *after* that write.
+    Held buckets outside the target are given up; a claim the others do not contest
+    becomes a holding (so the caller serves it at once: its Lease still shows the claim
+    until the next write, which keeps the others off it)."""
+    taken = frozenset().union(*(c.held for c in others.values()))
+    contest: dict[int, list[str]] = {}
+    for name, c in others.items():
+        for b in c.claimed:
+            contest.setdefault(b, []).append(name)
+    held = set(mine.held & target)
+    claimed: set[int] = set()
+    for b in target - mine.held:
+        if b in taken:
+            continue  # its holder gives it up first
+        rivals = contest.get(b, [])
+        if b in mine.claimed:
+            if not rivals:
+                held.add(b)
+            elif all(me < r for r in rivals):
+                claimed.add(b)  # first in name order: the others withdraw
+        elif not rivals:
+            claimed.add(b)
+    return Claims(frozenset(held), frozenset(claimed))
+
+
+def format_buckets(buckets: Iterable[int]) -> str:
+    """``0-3,7,9-10``: a set of buckets as ranges, short enough for an annotation."""
+    runs: list[list[int]] = []
+    for b in sorted(set(buckets)):
+        if runs and runs[-1][1] == b - 1:
+            runs[-1][1] = b
+        else:
+            runs.append([b, b])
+    return ",".join(str(a) if a == z else f"{a}-{z}" for a, z in runs)
+
+
+def parse_buckets(text: str, buckets: int) -> frozenset[int]:
+    """The buckets :func:`format_buckets` wrote; ValueError names what is wrong."""
+    out: set[int] = set()
+    for part in filter(None, text.replace(" ", "").split(",")):
+        if not (m := _RANGE.fullmatch(part)):
+            raise ValueError(f"not a bucket or a range of buckets: {part!r}")
+        a, z = int(m[1]), int(m[2] or m[1])
+        if not a <= z < buckets:
+            raise ValueError(f"{part!r} is not within the buckets 0-{buckets - 1}")
+        out.update(range(a, z + 1))
+    return frozenset(out)

@@ -11,7 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitsync.model.shards import BUCKETS, assign, bucket_of, capacity, held_by, moved
+from gitsync.model.shards import (
+    BUCKETS,
+    Claims,
+    assign,
+    bucket_of,
+    capacity,
+    format_buckets,
+    held_by,
+    moved,
+    parse_buckets,
+    step_claims,
+)
 
 member_names = st.lists(
     st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=30),
@@ -128,3 +139,94 @@ def test_no_slack_and_one_point_a_member_still_serve_every_bucket_evenly() -> No
     got = assign(["a", "b"], 8, epsilon=0.0, points=1)
     assert sorted(got) == list(range(8))
     assert (len(held_by(got, "a")), len(held_by(got, "b"))) == (4, 4)
+
+
+# --- step_claims: taking buckets over through the member Leases ---------------------
+
+B = frozenset
+
+
+@pytest.mark.parametrize(
+    ("me", "target", "mine", "others", "want"),
+    [
+        # a bucket no one holds or claims is claimed, not served at once
+        ("a", B({1, 2}), Claims(), {}, Claims(B(), B({1, 2}))),
+        # a claim read back with no rival is held (served)
+        ("a", B({1, 2}), Claims(B(), B({1, 2})), {}, Claims(B({1, 2}), B())),
+        # a bucket another member holds waits until it is given up, claimed or not
+        ("a", B({1}), Claims(B(), B({1})), {"b": Claims(B({1}))}, Claims()),
+        ("a", B({1}), Claims(), {"b": Claims(B({1}))}, Claims()),
+        # another's claim keeps a new claimant off
+        ("b", B({1}), Claims(), {"a": Claims(B(), B({1}))}, Claims()),
+        # two claims meet: the first name keeps its claim (not served yet), the others withdraw
+        ("a", B({1}), Claims(B(), B({1})), {"b": Claims(B(), B({1}))}, Claims(B(), B({1}))),
+        ("b", B({1}), Claims(B(), B({1})), {"a": Claims(B(), B({1}))}, Claims()),
+        (
+            "b",
+            B({1}),
+            Claims(B(), B({1})),
+            {"a": Claims(B(), B({1})), "c": Claims(B(), B({1}))},
+            Claims(),
+        ),
+        (
+            "a",
+            B({1}),
+            Claims(B(), B({1})),
+            {"b": Claims(B(), B({1})), "c": Claims(B(), B({1}))},
+            Claims(B(), B({1})),
+        ),
+        # held and still targeted: kept, whatever the others claim
+        ("a", B({1}), Claims(B({1})), {"b": Claims(B(), B({1}))}, Claims(B({1}), B())),
+        # held and no longer targeted: given up; claims no longer targeted dropped
+        ("a", B({1}), Claims(B({1, 2}), B({3})), {}, Claims(B({1}), B())),
+        # another member's claims on other buckets change nothing
+        ("b", B({1}), Claims(B(), B({1})), {"a": Claims(B({2}), B({3}))}, Claims(B({1}), B())),
+    ],
+)
+def test_step_claims(
+    me: str, target: frozenset[int], mine: Claims, others: dict[str, Claims], want: Claims
+) -> None:
+    assert step_claims(me, target, mine, others) == want
+
+
+@pytest.mark.parametrize(
+    ("buckets", "text"),
+    [
+        (set(), ""),
+        ({0}, "0"),
+        ({0, 1, 2, 3, 7, 9, 10}, "0-3,7,9-10"),
+        ({5, 6}, "5-6"),
+        ({255, 254, 0}, "0,254-255"),
+    ],
+)
+def test_buckets_as_ranges_and_back(buckets: set[int], text: str) -> None:
+    assert format_buckets(buckets) == text
+    assert parse_buckets(text, 256) == buckets
+
+
+@given(st.sets(st.integers(0, 63)))
+def test_any_set_of_buckets_reads_back(buckets: set[int]) -> None:
+    assert parse_buckets(format_buckets(buckets), 64) == buckets
+
+
+def test_ranges_tolerate_spaces_and_empty_parts() -> None:
+    assert parse_buckets(" 1 - 2 ,, 4 ", 8) == {1, 2, 4}
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("3-", "not a bucket"),
+        ("a", "not a bucket"),
+        ("-1", "not a bucket"),
+        ("1_0", "not a bucket"),
+        ("+1", "not a bucket"),
+        ("٣", "not a bucket"),  # a digit, but not an ASCII one
+        ("3-1", "not within the buckets 0-7"),
+        ("8", "not within the buckets 0-7"),
+        ("7-8", "not within"),
+    ],
+)
+def test_bad_ranges_are_refused(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_buckets(text, 8)

@@ -1,0 +1,364 @@
+"""The replicas of one instance as members, each with a Lease of its own, and the
+buckets of MyApps each one serves.
+
+Every retry period a member renews its Lease (which also says the buckets it holds and
+the ones it claims), then lists the instance's member Leases, computes the assignment
+from the live members' names (:func:`gitsync.model.shards.assign`, the same in every
+replica) and moves its claims one step (:func:`gitsync.model.shards.step_claims`). So
+the Leases alone coordinate the replicas; there is no other channel between them.
+
+Safety, as for the leader: a member serves a bucket only while its last renewal is
+fresher than the renew deadline, which is shorter than the Lease duration after which
+the others stop counting its Lease. A bucket given up is written out of the Lease only
+once no work on it is in flight (:meth:`Membership.working`), so its next holder never
+writes alongside the last one.
+
+Requests in steady state: one PUT of the member's own Lease and one LIST of the
+instance's member Leases per retry period; nothing per MyApp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gitsync.errors import APIConflictError, APIError, APINotFoundError, APITimeoutError
+from gitsync.kube.client import resource_path
+from gitsync.kube.interfaces import LeaseClient
+from gitsync.model.api import Obj
+from gitsync.model.shards import (
+    BUCKETS,
+    Claims,
+    assign,
+    bucket_of,
+    format_buckets,
+    held_by,
+    parse_buckets,
+    step_claims,
+)
+
+log = logging.getLogger(__name__)
+
+#: on every member Lease: the instance's leader Lease name, to list an instance's members
+MEMBER_OF_LABEL: Final = "gitsync.apps.example.com/member-of"
+HELD_ANNOTATION: Final = "gitsync.apps.example.com/buckets"
+CLAIMED_ANNOTATION: Final = "gitsync.apps.example.com/claiming"
+COUNT_ANNOTATION: Final = "gitsync.apps.example.com/bucket-count"
+#: a member Lease unchanged this many of its durations is its dead member's: deleted
+FORGET_AFTER: Final = 20
+NEVER: Final = -1e18
+
+
+def member_lease_name(group: str, identity: str) -> str:
+    """The Lease of the member ``identity`` of the instance whose leader Lease is
+    ``group``: a valid object name whatever the identity holds."""
+    return f"{group}-member-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def _micro_time() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Seen:
+    """Another member's Lease as last read, and when (our clock) it last changed."""
+
+    version: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live member as its Lease says."""
+
+    identity: str
+    claims: Claims
+
+
+def read_member(lease: Obj, buckets: int) -> Member | None:
+    """The member a Lease describes (None: released, or its claims unreadable, or in
+    another bucket count: then it can be trusted with nothing)."""
+    spec = lease.get("spec") or {}
+    notes = (lease.get("metadata") or {}).get("annotations") or {}
+    identity = str(spec.get("holderIdentity") or "")
+    if not identity or notes.get(COUNT_ANNOTATION) != str(buckets):
+        return None
+    try:
+        held = parse_buckets(notes.get(HELD_ANNOTATION, ""), buckets)
+        claimed = parse_buckets(notes.get(CLAIMED_ANNOTATION, ""), buckets)
+    except ValueError:
+        return None
+    return Member(identity, Claims(held, claimed))
+
+
+class Membership:
+    def __init__(
+        self,
+        kube: LeaseClient,
+        namespace: str,
+        group: str,
+        identity: str,
+        *,
+        buckets: int = BUCKETS,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not 0 < renew_deadline < lease_duration:
+            raise ValueError("the renew deadline must be shorter than the lease duration")
+        self.kube = kube
+        self.group = group
+        self.identity = identity
+        self.buckets = buckets
+        self.name = member_lease_name(group, identity)
+        self.collection = resource_path("coordination.k8s.io/v1", "leases", namespace)
+        self.path = f"{self.collection}/{self.name}"
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._clock = clock
+        #: called with the buckets served whenever they change (from the stepping thread)
+        self.on_change: Callable[[frozenset[int]], None] = lambda _: None
+        #: the live members' identities at the last step, this one included
+        self.members: tuple[str, ...] = ()
+        #: buckets taken and given up so far
+        self.handovers = 0
+        #: live member Leases of this instance that this member cannot read
+        self.foreign: set[str] = set()
+        self._lock = threading.Lock()  # serving and in-flight, read by every worker
+        self._serving: frozenset[int] = frozenset()
+        self._inflight: Counter[int] = Counter()
+        self._turn = threading.Lock()  # one step (or the release) at a time
+        self._released = False
+        self._claimed: frozenset[int] = frozenset()  # as last written
+        self._lease: Obj | None = None  # as last written: its resourceVersion
+        self._renewed_at = NEVER
+        self._seen: dict[str, _Seen] = {}
+
+    # --- asked by the workers -------------------------------------------------------
+
+    def serving(self) -> frozenset[int]:
+        """The buckets served now (none once the last renewal is too old)."""
+        with self._lock:
+            return self._serving if self._fresh() else frozenset()
+
+    def bucket(self, key: str) -> int:
+        namespace, _, name = key.partition("/")
+        return bucket_of(namespace, name, self.buckets)
+
+    @contextlib.contextmanager
+    def working(self, key: str) -> Iterator[bool]:
+        """Whether this member serves ``key`` now; while the block runs, its bucket is
+        not written out of the Lease (given up, it stays held until the work is done)."""
+        b = self.bucket(key)
+        with self._lock:
+            ok = b in self._serving and self._fresh()
+            if ok:
+                self._inflight[b] += 1
+        try:
+            yield ok
+        finally:
+            if ok:
+                with self._lock:
+                    self._inflight[b] -= 1
+
+    def _fresh(self) -> bool:
+        return self._clock() - self._renewed_at < self.renew_deadline
+
+    # --- the stepping thread ----------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Step every retry period until ``stop`` is set; :meth:`release` is the caller's,
+        once the work in flight is done."""
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:
+                # a bug in one step must not end membership: the Lease would lapse and
+                # the buckets go elsewhere, while this replica still looked alive
+                log.exception("membership step crashed")
+            stop.wait(self.retry_period)
+
+    def step(self) -> None:
+        """Renew, read the members, move the claims one step."""
+        with self._turn:
+            if self._released:
+                return
+            now = self._clock()
+            if now - self._renewed_at >= self.renew_deadline:
+                # lapsed (or never renewed): what the Lease said may be another's by now
+                self._set_serving(frozenset(), "the member lease was not renewed in time")
+                self._claimed = frozenset()
+            held = self._published()
+            claims = Claims(held, self._claimed)
+            deadline = now + self.renew_deadline
+            if not self._write(claims, deadline):
+                return
+            self._renewed_at = now
+            try:
+                listed = self.kube.request(
+                    "GET",
+                    self.collection,
+                    params={"labelSelector": f"{MEMBER_OF_LABEL}={self.group}"},
+                    subject="member Leases",
+                    timeout=max(0.1, deadline - self._clock()),
+                )
+            except APIError as e:
+                log.warning("listing the member leases failed: %s", e)
+                return
+            others = self._live_others(listed.get("items") or [], now)
+            self.members = tuple(sorted({self.identity, *others}))
+            target = held_by(assign(self.members, self.buckets), self.identity)
+            if self.foreign:
+                # a live member whose claims we cannot read (another bucket count, an
+                # edited Lease) may serve any bucket: serve none until it is gone
+                log.warning(
+                    "member leases not readable as this instance's: %s; serving nothing",
+                    ", ".join(sorted(self.foreign)),
+                )
+                target = frozenset()
+            nxt = step_claims(self.identity, target, claims, others)
+            self._claimed = nxt.claimed
+            self._set_serving(nxt.held, "")
+
+    def _published(self) -> frozenset[int]:
+        """What the Lease says is held: the buckets served, and those given up whose
+        work is still in flight."""
+        with self._lock:
+            return self._serving | {b for b, n in self._inflight.items() if n > 0}
+
+    def _set_serving(self, buckets: frozenset[int], why: str) -> None:
+        with self._lock:
+            before = self._serving
+            self._serving = buckets
+        if buckets == before:
+            return
+        gained, lost = buckets - before, before - buckets
+        self.handovers += len(gained) + len(lost)
+        log.info(
+            "serving %d buckets (%d taken, %d given up)%s",
+            len(buckets),
+            len(gained),
+            len(lost),
+            f": {why}" if why else "",
+            extra={"identity": self.identity},
+        )
+        self.on_change(buckets)
+
+    def _live_others(self, leases: list[Obj], now: float) -> dict[str, Claims]:
+        """The other members whose Leases changed within their duration."""
+        out: dict[str, Claims] = {}
+        names = set()
+        self.foreign.clear()
+        for lease in leases:
+            meta = lease.get("metadata") or {}
+            name = str(meta.get("name", ""))
+            if name == self.name:
+                continue
+            names.add(name)
+            version = str(meta.get("resourceVersion", ""))
+            seen = self._seen.get(name)
+            if seen is None or seen.version != version:
+                seen = self._seen[name] = _Seen(version, now)
+            duration = float((lease.get("spec") or {}).get("leaseDurationSeconds") or 0)
+            if now - seen.at >= duration * FORGET_AFTER:
+                self._forget(name, version)
+                continue
+            if now - seen.at >= duration:
+                continue  # its member stopped writing before now
+            member = read_member(lease, self.buckets)
+            if member is not None:
+                out[member.identity] = member.claims
+            elif (lease.get("spec") or {}).get("holderIdentity"):
+                self.foreign.add(name)
+        for gone in self._seen.keys() - names:
+            del self._seen[gone]
+        return out
+
+    def _forget(self, name: str, version: str) -> None:
+        """Delete a dead member's Lease (unless it changed since we read it)."""
+        try:
+            self.kube.request(
+                "DELETE",
+                f"{self.collection}/{name}",
+                body={"preconditions": {"resourceVersion": version}},
+                subject=f"Lease {name}",
+                timeout=self.renew_deadline,
+            )
+            log.info("deleted the lease of a member gone long ago: %s", name)
+        except APIError as e:
+            log.debug("could not delete the lease %s: %s", name, e)
+
+    def _body(self, claims: Claims) -> Obj:
+        lease: dict[str, Any] = self._lease or {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "labels": {MEMBER_OF_LABEL: self.group}},
+            "spec": {"holderIdentity": self.identity, "acquireTime": _micro_time()},
+        }
+        lease["metadata"]["annotations"] = {
+            COUNT_ANNOTATION: str(self.buckets),
+            HELD_ANNOTATION: format_buckets(claims.held),
+            CLAIMED_ANNOTATION: format_buckets(claims.claimed),
+        }
+        lease["spec"]["leaseDurationSeconds"] = int(self.lease_duration)
+        lease["spec"]["renewTime"] = _micro_time()
+        return lease
+
+    def _write(self, claims: Claims, deadline: float) -> bool:
+        """Renew the Lease with these claims: PUT over the last one written (one
+        request), created when missing, read again when someone else changed it."""
+        try:
+            if self._lease is None:
+                self._lease = self._call("GET", deadline)
+            self._lease = self._call("PUT", deadline, self._body(claims))
+            return True
+        except APINotFoundError:
+            try:
+                self._lease = None
+                self._lease = self._call("POST", deadline, self._body(claims), self.collection)
+                return True
+            except APIError as e:
+                log.warning("creating the member lease failed: %s", e)
+        except APIConflictError:
+            self._lease = None  # changed behind us: read it again next period
+        except APIError as e:
+            log.warning("renewing the member lease failed: %s", e)
+        return False
+
+    def _call(self, method: str, deadline: float, body: Obj | None = None, path: str = "") -> Obj:
+        left = deadline - self._clock()
+        if left <= 0:
+            raise APITimeoutError("Lease", f"{method} not sent: the renew deadline has passed")
+        return self.kube.request(
+            method, path or self.path, body=body, subject=f"Lease {self.name}", timeout=left
+        )
+
+    def release(self, timeout: float = 10.0) -> None:
+        """Stop serving, wait (bounded) for the work in flight, and delete the Lease so
+        the others take the buckets at their next step. Final."""
+        with self._turn:
+            self._released = True
+            self._set_serving(frozenset(), "shutting down")
+            end = self._clock() + timeout
+            while self._published() and self._clock() < end:
+                time.sleep(0.05)
+            if self._published():
+                # the Lease stays and lapses: its buckets move only after its duration
+                log.warning("work still in flight; the member lease is left to expire")
+                return
+            try:
+                self.kube.request(
+                    "DELETE", self.path, subject=f"Lease {self.name}", timeout=timeout
+                )
+            except APIError as e:
+                log.warning("could not delete the member lease: %s", e)

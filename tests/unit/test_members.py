@@ -1,0 +1,373 @@
+"""Members of an instance in Leases, and the buckets each serves, against a scripted
+Lease API and one fake clock: every interleaving of steps, lapses, kills, partitions,
+joins and departures leaves each bucket served by one member at most, and a quiet
+membership ends with every bucket served by the member the assignment names.
+
+The same protocol runs against the real API server in tests/integration/test_members.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gitsync.errors import APIConflictError, APINotFoundError, APIServerError
+from gitsync.kube.members import (
+    CLAIMED_ANNOTATION,
+    COUNT_ANNOTATION,
+    FORGET_AFTER,
+    HELD_ANNOTATION,
+    MEMBER_OF_LABEL,
+    Membership,
+    member_lease_name,
+    read_member,
+)
+from gitsync.model.api import Obj
+from gitsync.model.shards import Claims, assign, held_by
+
+BUCKETS = 32
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class LeaseStore:
+    """The Leases of one namespace, with resourceVersions and label selectors."""
+
+    def __init__(self) -> None:
+        self.leases: dict[str, Obj] = {}
+        self.rv = 0
+        self.requests: list[str] = []
+
+    def handle(self, method: str, path: str, body: Obj | None, params: Any) -> Obj:
+        self.requests.append(method)
+        parts = path.rstrip("/").split("/")
+        name = parts[-1] if parts[-2] == "leases" else None
+        if method == "GET" and name is None:
+            want = dict(kv.split("=") for kv in [params["labelSelector"]])
+            items = [
+                copy.deepcopy(lease)
+                for lease in self.leases.values()
+                if all(lease["metadata"].get("labels", {}).get(k) == v for k, v in want.items())
+            ]
+            return {"items": items}
+        if method == "GET":
+            if name not in self.leases:
+                raise APINotFoundError("Lease", "not found")
+            return copy.deepcopy(self.leases[name])
+        if method == "DELETE":
+            assert name is not None
+            if name not in self.leases:
+                raise APINotFoundError("Lease", "not found")
+            want_rv = ((body or {}).get("preconditions") or {}).get("resourceVersion")
+            if want_rv and want_rv != self.leases[name]["metadata"]["resourceVersion"]:
+                raise APIConflictError("Lease", "precondition failed", [])
+            del self.leases[name]
+            return {}
+        assert body is not None
+        name = body["metadata"]["name"]
+        if method == "POST" and name in self.leases:
+            raise APIConflictError("Lease", "already exists", [])
+        if method == "PUT":
+            if name not in self.leases:
+                raise APINotFoundError("Lease", "not found")
+            if (
+                body["metadata"].get("resourceVersion")
+                != self.leases[name]["metadata"]["resourceVersion"]
+            ):
+                raise APIConflictError("Lease", "the object has been modified", [])
+        self.rv += 1
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = str(self.rv)
+        self.leases[name] = stored
+        return copy.deepcopy(stored)
+
+
+class Client:
+    """One member's connection to the store; ``cut`` fails every request (a partition)."""
+
+    def __init__(self, store: LeaseStore) -> None:
+        self.store = store
+        self.cut = False
+        #: run before the next LIST is answered: another member's step between this
+        #: member's renewal and its reading of the others
+        self.interleave: Callable[[], None] | None = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Obj | None = None,
+        params: Any = None,
+        subject: str = "",
+        timeout: float | None = None,
+    ) -> Obj:
+        if self.cut:
+            raise APIServerError(subject, "connection refused")
+        if method == "GET" and params and self.interleave is not None:
+            run, self.interleave = self.interleave, None
+            run()
+        return self.store.handle(method, path, body, params)
+
+
+def member(store: LeaseStore, clock: Clock, identity: str, buckets: int = BUCKETS) -> Membership:
+    return Membership(Client(store), "ns", "gitsync-leader", identity, buckets=buckets, clock=clock)
+
+
+def settle(members: list[Membership], clock: Clock, rounds: int = 8) -> None:
+    for _ in range(rounds):
+        for m in members:
+            m.step()
+        clock.now += 2.0
+
+
+def test_one_member_serves_every_bucket_after_two_steps() -> None:
+    store, clock = LeaseStore(), Clock()
+    m = member(store, clock, "a")
+    seen: list[frozenset[int]] = []
+    m.on_change = seen.append
+    m.step()  # the Lease created; every bucket claimed, none served yet
+    assert m.serving() == frozenset()
+    lease = store.leases[member_lease_name("gitsync-leader", "a")]
+    assert lease["metadata"]["labels"] == {MEMBER_OF_LABEL: "gitsync-leader"}
+    assert lease["spec"]["holderIdentity"] == "a"
+    assert lease["metadata"]["annotations"][HELD_ANNOTATION] == ""
+    m.step()  # the claims were read back with no rival: held and served
+    assert m.serving() == frozenset(range(BUCKETS))
+    assert seen == [frozenset(range(BUCKETS))]
+    # written out only at the next renewal: until then the claims keep the others off
+    notes = store.leases[m.name]["metadata"]["annotations"]
+    assert notes[CLAIMED_ANNOTATION] == f"0-{BUCKETS - 1}"
+    m.step()
+    notes = store.leases[m.name]["metadata"]["annotations"]
+    assert (notes[HELD_ANNOTATION], notes[CLAIMED_ANNOTATION]) == (f"0-{BUCKETS - 1}", "")
+    assert notes[COUNT_ANNOTATION] == str(BUCKETS)
+    assert m.members == ("a",)
+
+
+def test_steady_state_is_one_put_and_one_list_a_period() -> None:
+    store, clock = LeaseStore(), Clock()
+    m = member(store, clock, "a")
+    settle([m], clock, 3)
+    store.requests.clear()
+    settle([m], clock, 5)
+    assert store.requests == ["PUT", "GET"] * 5
+
+
+def test_a_member_that_cannot_renew_stops_serving_before_its_lease_expires() -> None:
+    store, clock = LeaseStore(), Clock()
+    m = member(store, clock, "a")
+    settle([m], clock, 2)
+    assert len(m.serving()) == BUCKETS
+    assert isinstance(m.kube, Client)
+    m.kube.cut = True
+    clock.now += 9.9 - 2.0  # renewed 9.9 s ago
+    assert len(m.serving()) == BUCKETS
+    clock.now += 0.1  # the renew deadline: it stops, with 5 s of the Lease left
+    assert m.serving() == frozenset()
+    with m.working("ns/app") as ok:
+        assert not ok
+    m.step()  # the renewal fails
+    assert m.serving() == frozenset()
+    m.kube.cut = False
+    m.step()  # renewed after a lapse: it holds nothing and claims afresh
+    assert m.serving() == frozenset()
+    assert store.leases[m.name]["metadata"]["annotations"][HELD_ANNOTATION] == ""
+    m.step()
+    assert len(m.serving()) == BUCKETS
+
+
+def test_a_joining_member_takes_its_share_only_after_the_holder_gives_it_up() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    settle([a], clock, 3)
+    b.step()  # b's Lease appears; everything is a's
+    assert b.serving() == frozenset()
+    want = assign(["a", "b"], BUCKETS)
+    a.step()  # a sees b: gives b's share up at once (nothing in flight)
+    assert a.serving() == held_by(want, "a")
+    b.step()  # a's Lease still lists them as held (a writes at its next step): b waits
+    assert b.serving() == frozenset()
+    a.step()  # written out
+    b.step()  # claimed
+    assert b.serving() == frozenset()
+    b.step()  # uncontested: served
+    assert b.serving() == held_by(want, "b")
+    assert a.handovers == BUCKETS + len(held_by(want, "b"))
+
+
+def test_a_bucket_given_up_stays_in_the_lease_while_its_work_is_in_flight() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    settle([a], clock, 3)
+    b.step()
+    theirs = held_by(assign(["a", "b"], BUCKETS), "b")
+    key = next(f"ns/app-{i}" for i in range(1000) if a.bucket(f"ns/app-{i}") in theirs)
+    with a.working(key) as ok:
+        assert ok
+        a.step()  # given up: no new work on it ...
+        with a.working(key) as again:
+            assert not again
+        a.step()  # ... but still held in the Lease while the work runs
+        held = store.leases[a.name]["metadata"]["annotations"][HELD_ANNOTATION]
+        assert a.bucket(key) in read_member(store.leases[a.name], BUCKETS).claims.held  # type: ignore[union-attr]
+        settle([b], clock, 3)
+        assert a.bucket(key) not in b.serving()
+    a.step()
+    assert store.leases[a.name]["metadata"]["annotations"][HELD_ANNOTATION] != held
+    settle([b], clock, 3)
+    assert a.bucket(key) in b.serving()
+
+
+def test_release_deletes_the_lease_and_the_others_take_over_at_their_next_steps() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    settle([a, b], clock)
+    assert a.serving() and b.serving()
+    a.release()
+    assert a.serving() == frozenset() and a.name not in store.leases
+    a.step()  # final: no step brings it back
+    assert a.name not in store.leases
+    b.step()
+    b.step()
+    assert b.serving() == frozenset(range(BUCKETS))
+
+
+def test_a_dead_members_buckets_move_after_its_lease_duration_and_its_lease_is_deleted() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    settle([a, b], clock)
+    mine = b.serving()
+    for _ in range(7):  # a is gone (SIGKILL): 14 s, within its 15 s duration
+        b.step()
+        clock.now += 2.0
+        assert b.serving() == mine
+    settle([b], clock, 2)
+    assert b.serving() == frozenset(range(BUCKETS))
+    assert a.name in store.leases
+    clock.now += 15.0 * FORGET_AFTER
+    b.step()
+    assert a.name not in store.leases
+
+
+def test_a_member_with_another_bucket_count_makes_the_others_serve_nothing() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b", buckets=64)
+    settle([a], clock, 3)
+    b.step()
+    a.step()
+    assert a.serving() == frozenset() and a.foreign == {b.name}
+    b.release()
+    settle([a], clock, 2)
+    assert a.serving() == frozenset(range(BUCKETS)) and not a.foreign
+
+
+@pytest.mark.parametrize(
+    ("notes", "spec"),
+    [
+        ({COUNT_ANNOTATION: str(BUCKETS), HELD_ANNOTATION: "0-3,x"}, {"holderIdentity": "a"}),
+        ({COUNT_ANNOTATION: "64"}, {"holderIdentity": "a"}),
+        ({}, {"holderIdentity": "a"}),
+        ({COUNT_ANNOTATION: str(BUCKETS)}, {"holderIdentity": ""}),
+    ],
+)
+def test_a_lease_not_readable_as_a_member_is_none(notes: Obj, spec: Obj) -> None:
+    assert read_member({"metadata": {"annotations": notes}, "spec": spec}, BUCKETS) is None
+
+
+def test_a_member_lease_is_read() -> None:
+    lease = {
+        "metadata": {
+            "annotations": {
+                COUNT_ANNOTATION: str(BUCKETS),
+                HELD_ANNOTATION: "0-2",
+                CLAIMED_ANNOTATION: "5",
+            }
+        },
+        "spec": {"holderIdentity": "pod-a"},
+    }
+    found = read_member(lease, BUCKETS)
+    assert found is not None and found.identity == "pod-a"
+    assert found.claims == Claims(frozenset({0, 1, 2}), frozenset({5}))
+
+
+def test_the_member_lease_name_is_a_valid_name_for_any_identity() -> None:
+    name = member_lease_name("gitsync-leader", "Host_Name.with/odd chars_42")
+    assert (
+        name.startswith("gitsync-leader-member-")
+        and len(name) == len("gitsync-leader-member-") + 12
+    )
+    assert name != member_lease_name("gitsync-leader", "Host_Name.with/odd chars_43")
+
+
+def test_the_renew_deadline_must_be_shorter_than_the_duration() -> None:
+    with pytest.raises(ValueError, match="renew deadline"):
+        Membership(Client(LeaseStore()), "ns", "g", "a", lease_duration=10, renew_deadline=10)
+
+
+def serving_twice(members: list[Membership]) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for m in members:
+        for b in m.serving():
+            (twice if b in seen else seen).add(b)
+    return twice
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_bucket_is_ever_served_twice_and_a_quiet_membership_serves_each(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311 (a reproducible schedule, not a secret)
+    store, clock = LeaseStore(), Clock()
+    everyone: list[Membership] = []  # the dead and the cut-off included: they may still think
+    alive: list[Membership] = []
+    for i in range(rng.randint(1, 4)):
+        m = member(store, clock, f"m{i}")
+        everyone.append(m)
+        alive.append(m)
+    joined = len(everyone)
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.70 and alive:
+            m = rng.choice(alive)
+            if len(alive) > 1 and rng.random() < 0.4:
+                assert isinstance(m.kube, Client)
+                m.kube.interleave = rng.choice([o for o in alive if o is not m]).step
+            m.step()
+            assert isinstance(m.kube, Client)
+            m.kube.interleave = None  # not used when the renewal failed
+        elif roll < 0.85:
+            clock.now += rng.uniform(0.0, 4.0)
+        elif roll < 0.90 and alive:
+            m = rng.choice(alive)
+            assert isinstance(m.kube, Client)
+            m.kube.cut = not m.kube.cut  # a partition, or its end
+        elif roll < 0.94 and len(alive) > 1:
+            alive.remove(m := rng.choice(alive))
+            if rng.random() < 0.5:
+                m.release()  # SIGTERM
+            # else SIGKILL: it simply stops
+        elif roll < 0.98 and len(alive) < 5:
+            m = member(store, clock, f"m{joined}")
+            joined += 1
+            everyone.append(m)
+            alive.append(m)
+        assert serving_twice(everyone) == set()
+    for m in alive:
+        assert isinstance(m.kube, Client)
+        m.kube.cut = False
+    settle(alive, clock, 20)
+    names = [m.identity for m in alive]
+    want = assign(names, BUCKETS)
+    for m in alive:
+        assert m.serving() == held_by(want, m.identity), m.identity
+    assert serving_twice(everyone) == set()
