@@ -19,6 +19,9 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "gitsync"
 #: names the source instance (repo URL + path, hashed); prune only touches its own
 SOURCE_LABEL: Final = "gitsync.apps.example.com/source"
+#: on a rendered Deployment: its MyApp's bucket, so each replica of a sharded instance
+#: watches only the Deployments of the buckets it serves
+BUCKET_LABEL: Final = "gitsync.apps.example.com/bucket"
 #: "true" on a MyApp made by hand: its owner hands it to the instance whose Git declares it
 ADOPT_ANNOTATION: Final = "gitsync.apps.example.com/adopt"
 #: a hash of the desired state last applied (tells desired moving from live moving)

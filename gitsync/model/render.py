@@ -13,10 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from gitsync.model.api import API_VERSION, KIND, MANAGED_BY, MANAGED_BY_LABEL, Obj, subject
+from gitsync.model.api import (
+    API_VERSION,
+    BUCKET_LABEL,
+    KIND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    Obj,
+    subject,
+)
 from gitsync.model.crd_schema import OPENAPI_V3_SCHEMA
 from gitsync.model.integers import as_integer
 from gitsync.model.quantity import resource_quantity
+from gitsync.model.shards import bucket_of
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
@@ -45,7 +54,11 @@ def render(myapp: Obj) -> Obj:
     who = subject(KIND, meta.get("namespace", ""), name)
     metadata: Obj = {
         "name": name,
-        "labels": {**selector_labels(name), MANAGED_BY_LABEL: MANAGED_BY},
+        "labels": {
+            **selector_labels(name),
+            MANAGED_BY_LABEL: MANAGED_BY,
+            BUCKET_LABEL: str(bucket_of(meta.get("namespace", ""), name)),
+        },
     }
     if meta.get("namespace"):
         metadata["namespace"] = meta["namespace"]

@@ -140,7 +140,6 @@ TESTS: dict[str, tuple[str, ...]] = {
         f"{_U}test_validate_cli.py",
     ),
     "gitsync/model/shards.py": (f"{_U}test_shards.py", f"{_U}test_members.py"),
-    "gitsync/kube/members.py": (f"{_U}test_members.py",),
     "gitsync/model/stored.py": (f"{_U}test_status.py", f"{_U}test_manifests.py"),
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
     "gitsync/gitops/increment.py": (f"{_U}test_increment.py",),

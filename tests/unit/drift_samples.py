@@ -36,7 +36,11 @@ def live_deployment() -> Obj:
             "generation": 1,
             "creationTimestamp": "2025-06-01T10:00:00Z",
             "annotations": {"deployment.kubernetes.io/revision": "1"},
-            "labels": {**SELECTOR, "app.kubernetes.io/managed-by": "gitsync"},
+            "labels": {
+                **SELECTOR,
+                "app.kubernetes.io/managed-by": "gitsync",
+                "gitsync.apps.example.com/bucket": "210",
+            },
             "ownerReferences": [
                 {
                     "apiVersion": "apps.example.com/v1",

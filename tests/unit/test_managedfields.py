@@ -42,6 +42,7 @@ GITSYNC_FIELDS: Obj = {
             "f:app.kubernetes.io/instance": {},
             "f:app.kubernetes.io/managed-by": {},
             "f:app.kubernetes.io/name": {},
+            "f:gitsync.apps.example.com/bucket": {},
         },
         "f:ownerReferences": {f'k:{{"uid":"{UID}"}}': {}},
     },
@@ -219,7 +220,7 @@ def test_leaf_paths_of_an_apply_entry() -> None:
     assert (*CONTAINER, "f:ports", PORT, "f:protocol") in leaves
     assert ("f:metadata", "f:ownerReferences", f'k:{{"uid":"{UID}"}}') in leaves
     assert ("f:spec", "f:template") not in leaves  # a map with fields is no leaf
-    assert len(leaves) == 20
+    assert len(leaves) == 21
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ LABELS = {
     "app.kubernetes.io/name": "web",
     "app.kubernetes.io/instance": "web",
     "app.kubernetes.io/managed-by": "gitsync",
+    "gitsync.apps.example.com/bucket": "210",  # bucket_of("shop", "web")
 }
 SELECTOR = {"app.kubernetes.io/name": "web", "app.kubernetes.io/instance": "web"}
 OWNER = {
