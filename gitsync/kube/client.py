@@ -80,6 +80,38 @@ def path_of(kind: str, namespace: str, name: str | None = None, sub: str | None 
     return resource_path(api_version, plural, namespace, name, sub)
 
 
+class Hangup:
+    """Ends a watch from another thread (its informer's label selector changed): the
+    stream open now is shut down, and none opens until :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self.hung = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.hung = True
+            response = self._response
+        if response is not None:
+            response.shutdown()  # the reading thread sees the stream end
+
+    def reset(self) -> None:
+        with self._lock:
+            self.hung = False
+
+    def attach(self, response: Any) -> bool:
+        """Whether a stream may be read on ``response`` (False: hung up already)."""
+        with self._lock:
+            if not self.hung:
+                self._response = response
+            return not self.hung
+
+    def detach(self) -> None:
+        with self._lock:
+            self._response = None
+
+
 class Kube:
     """A small JSON client. Thread-safe (its urllib3 pools are)."""
 
@@ -177,13 +209,20 @@ class Kube:
         return result
 
     def stream(
-        self, path: str, *, params: Params = None, subject: str = "", read_timeout: float = 60.0
+        self,
+        path: str,
+        *,
+        params: Params = None,
+        subject: str = "",
+        read_timeout: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[Obj]:
         """A watch: yields each event, one JSON object per line.
 
         The read timeout bounds how long the stream may stay silent; with
         bookmarks and ``timeoutSeconds`` below it, silence means the connection
-        is half-open, and the caller's list+watch loop starts over.
+        is half-open, and the caller's list+watch loop starts over. ``hangup`` ends
+        it from another thread (the stream then ends, or raises if cut mid-line).
         """
         url = self.host + path
         if params:
@@ -196,7 +235,10 @@ class Kube:
         except (urllib3.exceptions.HTTPError, ApiException) as e:
             raise self._transport_error(subject or path, "watch failed", e) from e
         resp = reply.response
+        drained = False
         try:
+            if hangup is not None and not hangup.attach(resp):
+                return
             if resp.status == 401:
                 raise self._unauthorized(subject or path)
             if resp.status >= 400:
@@ -208,9 +250,16 @@ class Kube:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+            drained = True
         except urllib3.exceptions.HTTPError as e:
             raise APITimeoutError(subject or path, f"watch interrupted: {_short(e)}") from e
         finally:
+            if hangup is not None:
+                hangup.detach()
+            if not drained:
+                # left unread (hung up, abandoned, broken): its connection must not go
+                # back to the pool, where the next request would read the rest of a watch
+                resp.close()
             resp.release_conn()
             resp.close()
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gitsync.errors import APIError
+from gitsync.kube.client import Hangup
 from gitsync.kube.interfaces import ListWatcher
 from gitsync.model.api import Obj, key_of
 
@@ -89,6 +90,8 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.relists = 0
+        #: ends the watch open now when the label selector changes
+        self._hangup = Hangup()
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -152,6 +155,17 @@ class Informer:
         with self._lock:
             return list(self.cache.values())
 
+    def reselect(self, label_selector: str) -> None:
+        """Watch what ``label_selector`` selects from now on: the watch open now is ended
+        and the cache listed anew (objects that no longer match leave it as deleted,
+        new ones arrive as added). ``synced`` is clear until that list is in."""
+        with self._lock:
+            if label_selector == self.label_selector:
+                return
+            self.label_selector = label_selector
+            self.synced.clear()
+        self._hangup()
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
         self._thread.start()
@@ -196,6 +210,8 @@ class Informer:
         return params
 
     def _list(self) -> str:
+        # a selector changed after this point hangs the next watch up before it opens
+        self._hangup.reset()
         items: dict[str, Obj] = {}
         params = self._params() | {"limit": self.page_size}
         while True:
@@ -249,7 +265,16 @@ class Informer:
         self.synced.set()
 
     def _watch(self, rv: str) -> None:
-        while not self._stop.is_set():
+        try:
+            self._watch_until_hung_up(rv)
+        except APIError:
+            if not self._hangup.hung:
+                raise
+        if self._hangup.hung:
+            log.info("informer %s: new label selector; relisting", self.name)
+
+    def _watch_until_hung_up(self, rv: str) -> None:
+        while not self._stop.is_set() and not self._hangup.hung:
             params = self._params() | {
                 "watch": True,
                 "resourceVersion": rv,
@@ -261,6 +286,7 @@ class Informer:
                 params=params,
                 subject=self.name,
                 read_timeout=WATCH_SECONDS + READ_SLACK,
+                hangup=self._hangup,
             ):
                 if self._stop.is_set():
                     return

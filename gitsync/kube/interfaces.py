@@ -12,9 +12,12 @@ seams of their own, so each can be driven by a scripted fake in unit tests, whil
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gitsync.model.api import Obj
+
+if TYPE_CHECKING:
+    from gitsync.kube.client import Hangup
 
 EventType = Literal["Normal", "Warning"]
 
@@ -96,7 +99,13 @@ class ListWatcher(Protocol):
     def list(self, path: str, *, params: Params = None, subject: str = "") -> Obj: ...
 
     def stream(
-        self, path: str, *, params: Params = None, subject: str = "", read_timeout: float = ...
+        self,
+        path: str,
+        *,
+        params: Params = None,
+        subject: str = "",
+        read_timeout: float = ...,
+        hangup: Hangup | None = ...,
     ) -> Iterator[Obj]: ...
 
 

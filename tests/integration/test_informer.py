@@ -4,6 +4,7 @@ watch deleted the object does not bring it back."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -61,3 +62,30 @@ def test_a_reply_observed_after_the_deletion_does_not_resurrect_the_object(
     inf.observe(again)
     cached = inf.get(f"{namespace}/web")
     assert cached is not None and cached["metadata"]["uid"] == again["metadata"]["uid"]
+
+
+def test_a_new_label_selector_ends_the_open_watch_at_once(kube: Kube, namespace: str) -> None:
+    path = resource_path("v1", "configmaps", namespace)
+    for name, shard in (("a", "1"), ("b", "2")):
+        kube.create(path, {"metadata": {"name": name, "labels": {"shard": shard}}})
+    inf = Informer(kube, path, label_selector="shard=1", name="configmaps")
+    inf.start()
+    try:
+        assert inf.wait_synced(30)
+        wait_until(lambda: kube.requests["WATCH"] >= 1, timeout=10, what="the watch to open")
+        assert [o["metadata"]["name"] for o in inf.items()] == ["a"]
+        watches = kube.requests["WATCH"]
+        started = time.monotonic()
+        inf.reselect("shard=2")
+        assert inf.wait_synced(10)
+        # the server's stream was shut, not left to its four-minute timeout
+        assert time.monotonic() - started < 5
+        assert [o["metadata"]["name"] for o in inf.items()] == ["b"]
+        wait_until(lambda: kube.requests["WATCH"] > watches, timeout=10, what="a new watch")
+        # the new watch is the new selection's: a change in shard 2 arrives, shard 1's not
+        kube.create(path, {"metadata": {"name": "c", "labels": {"shard": "2"}}})
+        kube.create(path, {"metadata": {"name": "d", "labels": {"shard": "1"}}})
+        wait_until(lambda: inf.get(f"{namespace}/c"), timeout=10, what="c in the cache")
+        assert inf.get(f"{namespace}/d") is None
+    finally:
+        inf.stop()

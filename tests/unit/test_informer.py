@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gitsync.errors import APIServerError
+from gitsync.kube.client import Hangup
 from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer, Transform
 from gitsync.model.api import Obj
 from gitsync.model.compact import cached
@@ -27,6 +28,14 @@ def cm(name: str, rv: int | str, uid: str = "uid-1") -> Obj:
     }
 
 
+def _selects(selector: str | None, obj: Obj) -> bool:
+    """``key=value`` selectors only, enough for these tests."""
+    if not selector:
+        return True
+    key, _, value = selector.partition("=")
+    return bool((obj["metadata"].get("labels") or {}).get(key) == value)
+
+
 class FakeAPI:
     """``list`` answers with ``items`` at ``list_rv``; each watch yields what is ``push``ed
     until an ERROR (410 Gone) event ends it, after which the informer lists again."""
@@ -40,22 +49,34 @@ class FakeAPI:
         self.events: queue.Queue[Obj] = queue.Queue()
         #: the resourceVersion each watch started from
         self.watches: list[str] = []
+        #: the label selector of each watch
+        self.selectors: list[str | None] = []
 
     def list(self, path: str, *, params: Any = None, subject: str = "") -> Obj:
         self.lists += 1
         self.during_list()
+        selector = (params or {}).get("labelSelector")
         return {
             "apiVersion": "v1",
             "kind": "ConfigMapList",
             "metadata": {"resourceVersion": str(self.list_rv)},
-            "items": copy.deepcopy(self.items),
+            "items": [copy.deepcopy(i) for i in self.items if _selects(selector, i)],
         }
 
     def stream(
-        self, path: str, *, params: Any = None, subject: str = "", read_timeout: float = 60.0
+        self,
+        path: str,
+        *,
+        params: Any = None,
+        subject: str = "",
+        read_timeout: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[Obj]:
         self.watches.append(str((params or {}).get("resourceVersion")))
+        self.selectors.append((params or {}).get("labelSelector"))
         while True:
+            if hangup is not None and hangup.hung:
+                return  # as the real stream ends when shut down
             try:
                 event = self.events.get(timeout=0.1)
             except queue.Empty:
@@ -333,3 +354,57 @@ def test_a_compacting_cache_takes_an_events_unchanged_parts_from_the_version_it_
     rec.wait_for(("ADDED", "db", "7"))
     db = inf.get("ns/db")
     assert db is not None and db["spec"] is cached_second["spec"]
+
+
+def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> None:
+    a, b = cm("a", 10), cm("b", 11, uid="uid-2")
+    a["metadata"]["labels"] = {"shard": "1"}
+    b["metadata"]["labels"] = {"shard": "2"}
+    api = FakeAPI([a, b], 12)
+    inf = Informer(api, "/api/v1/configmaps", label_selector="shard=1", name="test")
+    rec = Recorder()
+    inf.add_handler(rec)
+    inf.start()
+    try:
+        assert inf.wait_synced(5)
+        eventually(lambda: api.selectors == ["shard=1"], "the first watch")
+        assert [o["metadata"]["name"] for o in inf.items()] == ["a"]
+        inf.reselect("shard=1")  # the same selector: nothing to do
+        assert inf.synced.is_set() and api.lists == 1
+        api.list_rv = 13
+        inf.reselect("shard=2")
+        # the open watch is ended (not left to run out its four minutes) and the new
+        # selection listed: what left it is deleted, what entered it added
+        rec.wait_for(("ADDED", "b", "11"))
+        rec.wait_for(("DELETED", "a", "10"))
+        assert inf.wait_synced(5)
+        assert [o["metadata"]["name"] for o in inf.items()] == ["b"]
+        eventually(lambda: api.selectors == ["shard=1", "shard=2"], "a watch with the new selector")
+        assert api.lists == 2
+        assert api.watches[-1] == "13"
+        # and it goes on watching with the new selector
+        api.push("MODIFIED", {**b, "metadata": {**b["metadata"], "resourceVersion": "14"}})
+        rec.wait_for(("MODIFIED", "b", "14"))
+    finally:
+        inf.stop()
+        api.end_watch()
+
+
+def test_a_hangup_before_the_stream_opens_keeps_it_from_opening() -> None:
+    hangup = Hangup()
+    hangup()  # no stream open: nothing to shut, but the next may not open
+
+    class Response:
+        shut = False
+
+        def shutdown(self) -> None:
+            self.shut = True
+
+    r = Response()
+    assert hangup.attach(r) is False
+    hangup.reset()
+    assert hangup.attach(r) is True
+    hangup()
+    assert r.shut and hangup.hung
+    hangup.detach()
+    hangup()  # detached: not shut again (it is closed by then)
