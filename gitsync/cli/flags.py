@@ -110,6 +110,7 @@ class RunFlags:
     interval: float
     jitter: float
     leader_elect: bool
+    sharding: bool
     #: read from --webhook-secret-file; empty without one
     webhook_secret: bytes
     webhook_rate: float

@@ -100,6 +100,14 @@ def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
     help="Hold a Lease so only one replica writes.",
 )
 @opt(
+    "--sharding/--no-sharding",
+    env="SHARDING",
+    default=False,
+    show_default=True,
+    help="Share the MyApps among all replicas (each serves some buckets of them, agreed "
+    "through a member Lease each); without, the leader alone writes.",
+)
+@opt(
     "--webhook-secret-file",
     env="WEBHOOK_SECRET_FILE",
     type=click.Path(path_type=Path),
@@ -200,6 +208,7 @@ def run(**kw: Any) -> None:
         http_max_connections=own.http_max_connections,
         ui=own.ui,
         ui_allowed_hosts=own.ui_allowed_hosts,
+        sharding=own.sharding,
     )
     code = Daemon(controller, syncer, options, metrics).run()
     if notifier is not None:

@@ -33,8 +33,9 @@ from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
 from gitsync.kube.leader import LeaderElector
+from gitsync.kube.members import Membership
 from gitsync.model import window as windowlib
-from gitsync.model.api import Obj
+from gitsync.model.api import Obj, key_of
 from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
 from gitsync.reconcile.controller import Controller
@@ -73,6 +74,8 @@ class DaemonOptions:
     ui: bool = True
     #: Host names the page answers besides loopback and the address it was reached at
     ui_allowed_hosts: tuple[str, ...] = ()
+    #: share the MyApps among the replicas by buckets, each a member Lease
+    sharding: bool = False
 
 
 #: what holds a MyApp's changes from Git back (the gitsync_held series)
@@ -122,6 +125,17 @@ class Daemon:
             )
             controller.is_leader = self.leader.is_leader
             self.leader.on_sync_request = self.trigger
+        self.membership: Membership | None = None
+        if options.sharding:
+            if self.leader is None:
+                raise ConfigError("--sharding needs --leader-elect: one replica prunes")
+            self.membership = Membership(
+                controller.kube, options.lease_namespace, options.lease_name, identity
+            )
+            controller.shard_by(self.membership)
+            self.membership.on_change = self._on_buckets
+            self.membership.on_sync_request = self.trigger
+            self._shard_metrics(self.membership)
         self.scheduler = BackgroundScheduler(
             timezone=dt.UTC, executors={SYNC_EXECUTOR: ThreadPoolExecutor(max_workers=1)}
         )
@@ -165,6 +179,12 @@ class Daemon:
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
         self.schedule()
+        serving: threading.Thread | None = None
+        if self.membership is not None:
+            serving = threading.Thread(
+                target=self.membership.run, args=(self.stop_event,), name="member", daemon=True
+            )
+            self._start(serving)
         leading: threading.Thread | None = None
         if self.leader is not None:
             leader = self.leader
@@ -192,6 +212,11 @@ class Daemon:
                 leading.join(THREAD_JOIN_TIMEOUT)
             # only now: the last write is done, so a standby cannot write alongside us
             self.leader.release()
+        if self.membership is not None:
+            if serving is not None:
+                serving.join(THREAD_JOIN_TIMEOUT)
+            # the workers are stopped: the buckets go to the others at their next step
+            self.membership.release()
         self.http.shutdown()
         for t in self._threads:
             t.join(THREAD_JOIN_TIMEOUT)
@@ -297,6 +322,33 @@ class Daemon:
         if (result := ROLLOUT_RESULTS.get(reason)) is not None:
             self.metrics.inc("gitsync_rollouts_failed_total", result=result)
 
+    def _on_buckets(self, buckets: frozenset[int]) -> None:
+        """The buckets served changed: cache their Deployments, look at their MyApps,
+        and run a pass, which applies what Git declares for the MyApps taken over."""
+        self.controller.rebucket(buckets)
+        self.trigger()
+
+    def _shard_metrics(self, membership: Membership) -> None:
+        me = membership.identity
+        self.metrics.read_from(
+            "gitsync_shard_buckets", lambda: {me: float(len(membership.serving()))}
+        )
+        self.metrics.read_from(
+            "gitsync_shard_myapps",
+            lambda: {
+                me: float(
+                    sum(
+                        1
+                        for o in self.controller.myapps.items()
+                        if self.controller.serves(key_of(o))
+                    )
+                )
+            },
+        )
+        self.metrics.read_from(
+            "gitsync_shard_handovers_total", lambda: {me: float(membership.handovers)}
+        )
+
     def _on_stopped_leading(self) -> None:
         self.metrics.set("gitsync_leader", 0)
 
@@ -313,8 +365,10 @@ class Daemon:
             self.heap.settle()
 
     def _sync_pass(self) -> None:
-        if self.syncer is None or self.stop_event.is_set() or not self.is_leader():
+        if self.syncer is None or self.stop_event.is_set():
             return
+        if not self.is_leader() and self.membership is None:
+            return  # with sharding, every member runs passes: each applies its buckets'
         if not self.controller.wait_synced(60):
             log.warning("caches not synced yet; sync postponed")
             return
@@ -401,6 +455,12 @@ class Daemon:
                 timer.join(LATER_JOIN_TIMEOUT)
 
     def request_sync(self) -> SyncRequest:
+        if self.membership is not None:
+            # every member runs a pass for its buckets: this one now, the others when
+            # they read the request in its Lease (within a retry period)
+            self.membership.request_sync()
+            self.trigger()
+            return "accepted"
         if self.leader is None or self.is_leader():
             self.trigger()
             return "accepted"

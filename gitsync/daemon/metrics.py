@@ -174,6 +174,21 @@ def standard() -> Metrics:
         "gitsync_api_requests_total", "API requests sent by gitsync, by verb.", "verb"
     )
     m.describe("gitsync_leader", "gauge", "1 while this replica holds the leader Lease.")
+    m.gauged_elsewhere(
+        "gitsync_shard_buckets",
+        "With --sharding: buckets of MyApps this replica serves now (of 256).",
+        "replica",
+    )
+    m.gauged_elsewhere(
+        "gitsync_shard_myapps",
+        "With --sharding: MyApps in the buckets this replica serves now.",
+        "replica",
+    )
+    m.counted_elsewhere(
+        "gitsync_shard_handovers_total",
+        "With --sharding: buckets this replica took over or gave up.",
+        "replica",
+    )
     m.describe(
         "gitsync_webhook_requests_total", "counter", "Webhook deliveries by result.", ("result",)
     )

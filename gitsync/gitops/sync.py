@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -194,6 +195,10 @@ class Operator(Protocol):
     @property
     def is_leader(self) -> Callable[[], bool]: ...
 
+    def serves(self, key: str) -> bool: ...
+
+    def working(self, key: str) -> AbstractContextManager[bool]: ...
+
 
 class Syncer:
     def __init__(
@@ -338,6 +343,10 @@ class Syncer:
             full_every=self.options.full_every,
         )
         self.incremental = only is not None
+        # with sharding, the MyApps of the buckets other replicas serve are theirs: this
+        # pass neither applies nor reports them (without sharding every one is served)
+        declared_here = {app.key for app in todo}
+        todo = [app for app in todo if self.controller.serves(app.key)]
         applying = todo if only is None else [app for app in todo if app.key in only]
         # a proof of absence holds for this pass only: handed to each reconcile
         absent = self._absent_deployments(app.key for app in applying)
@@ -380,8 +389,10 @@ class Syncer:
         # what the pass applied, counted by the prune guard as diff counts it: all it
         # was given but what it refused (the refusals are the only failures known
         # before applying; a MyApp whose Deployment failed is tracked all the same)
-        applied = {app.key for app in todo} - set(self._refused)
-        self._prune(result, set(desired) | held, tracked, loaded.ok, applied)
+        applied = declared_here - set(self._refused)
+        if self.controller.is_leader():
+            # one replica prunes: with sharding, the others serve their buckets only
+            self._prune(result, set(desired) | held, tracked, loaded.ok, applied)
         if loaded.ok and not result.errors:
             self._base = increment.after(
                 base,
@@ -521,21 +532,23 @@ class Syncer:
         absent: bool,
         firsts: dict[str, float],
     ) -> Change | None:
-        if self.cancel.is_set() or not self.controller.is_leader():
-            # shutting down, or no longer leader: finish the objects in flight, start
-            # no more (the pass then counts as interrupted and prunes nothing)
-            self._interrupted.set()
-            return None
         key = app.key
-        ns, name = key.split("/", 1)
-        who = subject(KIND, ns, name)
-        refused = self._refuse(key, who)
-        if refused is not None:
-            return refused
-        done = self.throttle.call(
-            lambda: self.controller.reconcile(key, declared, deployment_absent=absent),
-            refused=lambda r: r.requeue_after if r.throttled else None,
-        )
+        with self.controller.working(key) as mine:
+            if self.cancel.is_set() or not mine:
+                # shutting down, no longer leader, or the MyApp's bucket given up: finish
+                # the objects in flight, start no more (the pass then counts as
+                # interrupted and prunes nothing)
+                self._interrupted.set()
+                return None
+            ns, name = key.split("/", 1)
+            who = subject(KIND, ns, name)
+            refused = self._refuse(key, who)
+            if refused is not None:
+                return refused
+            done = self.throttle.call(
+                lambda: self.controller.reconcile(key, declared, deployment_absent=absent),
+                refused=lambda r: r.requeue_after if r.throttled else None,
+            )
         if done.error:
             log.error("apply failed: %s", done.error, extra={"key": key})
             return Change(who, "failed", reason=done.error)
@@ -560,12 +573,13 @@ class Syncer:
         ]
 
         def write(key: str) -> None:
-            if self.cancel.is_set() or not self.controller.is_leader():
-                return  # the workers have it queued
-            self.throttle.call(
-                lambda: self.controller.reconcile(key),
-                refused=lambda r: r.requeue_after if r.throttled else None,
-            )
+            with self.controller.working(key) as mine:
+                if self.cancel.is_set() or not mine:
+                    return  # the workers have it queued
+                self.throttle.call(
+                    lambda: self.controller.reconcile(key),
+                    refused=lambda r: r.requeue_after if r.throttled else None,
+                )
 
         list(pool.map(write, due))
 
@@ -699,6 +713,8 @@ class Syncer:
             log.warning("the sync state is not recorded: %s", "; ".join(result.errors))
             return
         result.applied_commit, result.accepted_once = baseline
-        if self.state is not None:
+        # the instance's record is its leader's (a sharded replica that does not lead
+        # keeps its pass to itself: its buckets are a part, not the instance)
+        if self.state is not None and self.controller.is_leader():
             pinned = None if self.pins is None else "\n".join(self.pins.lines())
             self.state.record_changes(result, pinned=pinned)

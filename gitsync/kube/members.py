@@ -52,6 +52,8 @@ MEMBER_OF_LABEL: Final = "gitsync.apps.example.com/member-of"
 HELD_ANNOTATION: Final = "gitsync.apps.example.com/buckets"
 CLAIMED_ANNOTATION: Final = "gitsync.apps.example.com/claiming"
 COUNT_ANNOTATION: Final = "gitsync.apps.example.com/bucket-count"
+#: when a member last asked the others for a sync pass (a push delivered to it)
+SYNC_ANNOTATION: Final = "gitsync.apps.example.com/sync-requested"
 #: a member Lease unchanged this many of its durations is its dead member's: deleted
 FORGET_AFTER: Final = 20
 NEVER: Final = -1e18
@@ -73,6 +75,7 @@ class _Seen:
 
     version: str
     at: float
+    asked: str
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class Membership:
         self._clock = clock
         #: called with the buckets served whenever they change (from the stepping thread)
         self.on_change: Callable[[frozenset[int]], None] = lambda _: None
+        #: called when another member asked for a sync pass (a push it received)
+        self.on_sync_request: Callable[[], None] = lambda: None
+        self._asked = ""  # our own request, written with every renewal from then on
         #: the live members' identities at the last step, this one included
         self.members: tuple[str, ...] = ()
         #: buckets taken and given up so far
@@ -266,9 +272,14 @@ class Membership:
                 continue
             names.add(name)
             version = str(meta.get("resourceVersion", ""))
+            asked = str((meta.get("annotations") or {}).get(SYNC_ANNOTATION, ""))
             seen = self._seen.get(name)
+            if seen is not None and asked != seen.asked:
+                # a push delivered to that member: every member runs a pass for its part
+                log.info("member lease %s asked for a sync", name)
+                self.on_sync_request()
             if seen is None or seen.version != version:
-                seen = self._seen[name] = _Seen(version, now)
+                seen = self._seen[name] = _Seen(version, now, asked)
             duration = float((lease.get("spec") or {}).get("leaseDurationSeconds") or 0)
             if now - seen.at >= duration * FORGET_AFTER:
                 self._forget(name, version)
@@ -309,6 +320,7 @@ class Membership:
             COUNT_ANNOTATION: str(self.buckets),
             HELD_ANNOTATION: format_buckets(claims.held),
             CLAIMED_ANNOTATION: format_buckets(claims.claimed),
+            **({SYNC_ANNOTATION: self._asked} if self._asked else {}),
         }
         lease["spec"]["leaseDurationSeconds"] = int(self.lease_duration)
         lease["spec"]["renewTime"] = _micro_time()
@@ -342,6 +354,11 @@ class Membership:
         return self.kube.request(
             method, path or self.path, body=body, subject=f"Lease {self.name}", timeout=left
         )
+
+    def request_sync(self) -> None:
+        """Ask every other member for a sync pass: written with the next renewal (within
+        a retry period), read by the others at their next step."""
+        self._asked = _micro_time()
 
     def release(self, timeout: float = 10.0) -> None:
         """Stop serving, wait (bounded) for the work in flight, and delete the Lease so

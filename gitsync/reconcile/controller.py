@@ -9,11 +9,14 @@ requeue-after, backoff or forget.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 from gitsync.engine.planner import Settings
 from gitsync.kube.apply import Applier
@@ -21,6 +24,7 @@ from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.events import EventRecorder
 from gitsync.kube.informer import Informer
 from gitsync.model.api import (
+    BUCKET_LABEL,
     DEFAULT_FORCE_MANAGERS,
     FIELD_MANAGER,
     KIND,
@@ -41,6 +45,29 @@ from gitsync.reconcile.workqueue import WorkQueue
 __all__ = ["Controller", "ControllerConfig", "Result", "foreign_deployment"]
 
 log = logging.getLogger(__name__)
+
+#: a MyApp served by another replica, or a cache being listed anew: looked at again then
+NOT_READY_RETRY = 0.2
+
+
+class Shard(Protocol):
+    """The buckets this replica serves (a :class:`~gitsync.kube.members.Membership`)."""
+
+    def serving(self) -> frozenset[int]: ...
+
+    def bucket(self, key: str) -> int: ...
+
+    def working(self, key: str) -> AbstractContextManager[bool]: ...
+
+
+def deployment_selector(buckets: Iterable[int] | None) -> str:
+    """The Deployments this replica caches: gitsync's, and with sharding only those of
+    the buckets it serves (none: a bucket no Deployment carries)."""
+    ours = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    if buckets is None:
+        return ours
+    values = ",".join(str(b) for b in sorted(buckets)) or "none"
+    return f"{ours},{BUCKET_LABEL} in ({values})"
 
 
 @dataclass(frozen=True)
@@ -83,10 +110,12 @@ class Controller:
         self.queue = WorkQueue()
         ns = config.namespace
         self.myapps = Informer(kube, path_of(KIND, ns or ""), name="myapps", transform=cached)
+        #: with sharding, the buckets of MyApps this replica serves (None: every MyApp)
+        self.shard: Shard | None = None
         self.deployments = Informer(
             kube,
             resource_path("apps/v1", "deployments", ns),
-            label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+            label_selector=deployment_selector(None),
             name="deployments",
             transform=cached,
         )
@@ -119,6 +148,36 @@ class Controller:
     ) -> Result:
         """One reconcile outside the queue (the sync pass's), under the key's lock."""
         return self.reconciler.reconcile(key, declared, deployment_absent=deployment_absent)
+
+    def shard_by(self, shard: Shard) -> None:
+        """Serve only the MyApps of the buckets ``shard`` serves (before :meth:`start`);
+        :meth:`rebucket` follows each change of them."""
+        self.shard = shard
+        self.deployments.reselect(deployment_selector(shard.serving()))
+
+    def rebucket(self, buckets: frozenset[int]) -> None:
+        """The buckets served changed: cache their Deployments alone (listed anew), and
+        look at every MyApp now served (level-based: one that stayed costs no write)."""
+        assert self.shard is not None
+        self.deployments.reselect(deployment_selector(buckets))
+        for obj in self.myapps.items():
+            key = key_of(obj)
+            if self.shard.bucket(key) in buckets:
+                self.queue.add(key)
+
+    def serves(self, key: str) -> bool:
+        """Whether ``key`` is this replica's to serve (its bucket's, with sharding; without,
+        every MyApp is); whether it may write now is :meth:`working`'s to say."""
+        if self.shard is None:
+            return True
+        return self.shard.bucket(key) in self.shard.serving()
+
+    def working(self, key: str) -> AbstractContextManager[bool]:
+        """Whether this replica may write for ``key`` now; with sharding, its bucket is not
+        given up while the block runs."""
+        if self.shard is None:
+            return contextlib.nullcontext(self.is_leader())
+        return self.shard.working(key)
 
     def requeue(self, key: str, after: float) -> None:
         """Have a worker take ``key`` again in ``after`` seconds (or sooner, on an event)."""
@@ -199,8 +258,18 @@ class Controller:
                 self.queue.done(key)
 
     def _process(self, key: str) -> None:
-        if not self.is_leader():
-            return  # a standby keeps its caches warm and writes nothing
+        with self.working(key) as mine:
+            if not mine:
+                # a standby keeps its caches warm and writes nothing; another replica's
+                # MyApp is that replica's (this one looks again when its buckets change)
+                return
+            if not self.deployments.synced.is_set():
+                # its Deployment may be on its way into the cache (buckets just taken)
+                self.queue.add_after(key, NOT_READY_RETRY)
+                return
+            self._reconcile(key)
+
+    def _reconcile(self, key: str) -> None:
         try:
             result = self.reconciler.reconcile(key)
         except Exception:

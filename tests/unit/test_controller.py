@@ -3,8 +3,10 @@ and what the loop does with each reconcile Result (requeue after, backoff, perma
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import cast
 
 import pytest
@@ -15,7 +17,8 @@ from gitsync.kube.client import Kube
 from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
-from gitsync.reconcile.controller import Controller, changed
+from gitsync.model.shards import bucket_of
+from gitsync.reconcile.controller import NOT_READY_RETRY, Controller, changed
 from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.result import Result, Served
@@ -102,6 +105,7 @@ def looping(*results: Result | Exception) -> tuple[Controller, ScriptedReconcile
     c.queue = WorkQueue(base_delay=1.0, clock=clock)
     fake = ScriptedReconciler(*results)
     c.reconciler = cast(Reconciler, fake)
+    c.deployments.synced.set()  # as once the first list is in
     return c, fake, clock
 
 
@@ -262,3 +266,91 @@ def test_reconciles_counted_from_many_threads_lose_none() -> None:
     for t in threads:
         t.join()
     assert c.reconciles == 6 * 25
+
+
+def test_a_key_waits_while_the_deployment_cache_is_listed_anew() -> None:
+    c, fake, clock = looping(Result())
+    c.deployments.synced.clear()  # buckets taken: their Deployments are being listed
+    c._process(KEY)
+    assert fake.keys == []  # not reconciled against a cache that lacks its Deployment
+    assert due(c) is None
+    clock.now += NOT_READY_RETRY
+    assert due(c) == KEY
+    c.deployments.synced.set()
+    c._process(KEY)
+    assert fake.keys == [KEY]
+
+
+class FakeShard:
+    def __init__(self, serving: set[int]) -> None:
+        self.buckets = frozenset(serving)
+        self.entered: list[str] = []
+
+    def serving(self) -> frozenset[int]:
+        return self.buckets
+
+    def bucket(self, key: str) -> int:
+        namespace, name = key.split("/", 1)
+        return bucket_of(namespace, name)
+
+    @contextlib.contextmanager
+    def working(self, key: str) -> Iterator[bool]:
+        self.entered.append(key)
+        yield self.bucket(key) in self.buckets
+
+
+def test_with_sharding_a_replica_reconciles_the_myapps_of_its_buckets_only() -> None:
+    other = next(
+        f"ns/app-{i}" for i in range(100) if bucket_of("ns", f"app-{i}") != bucket_of("ns", "web")
+    )
+    c, fake, _ = looping(Result(), Result())
+    c.is_leader = lambda: False  # leading is not what decides here
+    shard = FakeShard({bucket_of("ns", "web")})
+    c.shard_by(shard)
+    web = bucket_of("ns", "web")
+    assert c.deployments.label_selector == (
+        f"app.kubernetes.io/managed-by=gitsync,gitsync.apps.example.com/bucket in ({web})"
+    )
+    c.deployments.synced.set()
+    c._process(KEY)
+    c._process(other)
+    assert fake.keys == [KEY]  # the other's bucket is another replica's
+    assert shard.entered == [KEY, other]
+    assert c.serves(KEY) and not c.serves(other)
+
+
+def test_new_buckets_reselect_the_deployments_and_queue_the_myapps_now_served() -> None:
+    c = offline_controller()
+    shard = FakeShard(set())
+    c.shard_by(shard)
+    assert str(c.deployments.label_selector).endswith("gitsync.apps.example.com/bucket in (none)")
+    names = [f"app-{i}" for i in range(40)]
+    for n in names:
+        c.myapps.observe(
+            {"metadata": {"namespace": "ns", "name": n, "uid": n, "resourceVersion": "1"}}
+        )
+    mine = frozenset({bucket_of("ns", "app-0"), bucket_of("ns", "app-1")})
+    shard.buckets = mine
+    c.rebucket(mine)
+    assert str(c.deployments.label_selector).endswith(
+        f"bucket in ({','.join(str(b) for b in sorted(mine))})"
+    )
+    assert not c.deployments.synced.is_set()  # until the new selection is listed
+    queued = set()
+    while (key := c.queue.get(timeout=0)) is not None:
+        queued.add(key)
+        c.queue.done(key)
+    assert queued == {f"ns/{n}" for n in names if bucket_of("ns", n) in mine}
+    assert {"ns/app-0", "ns/app-1"} <= queued
+
+
+def test_without_sharding_a_replica_serves_every_myapp_and_writes_while_it_leads() -> None:
+    c = offline_controller()
+    assert c.deployments.label_selector == "app.kubernetes.io/managed-by=gitsync"
+    assert c.serves(KEY)
+    with c.working(KEY) as mine:
+        assert mine
+    c.is_leader = lambda: False
+    assert c.serves(KEY)  # every MyApp is this instance's ...
+    with c.working(KEY) as mine:
+        assert not mine  # ... but a standby writes none

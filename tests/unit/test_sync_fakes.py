@@ -4,7 +4,9 @@ preview names the same actions as the pass that follows it."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +43,15 @@ class FakeOperator:
     kube: FakeCluster
     is_leader: Callable[[], bool] = field(default=lambda: True)
     requeued: list[str] = field(default_factory=list)
+    #: with sharding, the MyApps this replica serves (None: all of them)
+    served: Callable[[str], bool] | None = None
+
+    def serves(self, key: str) -> bool:
+        return self.served is None or self.served(key)
+
+    def working(self, key: str) -> AbstractContextManager[bool]:
+        # with sharding a replica writes its buckets' MyApps, leader or not
+        return contextlib.nullcontext(self.is_leader() if self.served is None else self.served(key))
 
     def reconcile(
         self, key: str, declared: Declared | None = None, *, deployment_absent: bool = False
@@ -297,6 +308,40 @@ def test_a_deposed_leader_prunes_nothing(world: World) -> None:
     result = world.syncer.run()
     assert not result.ok and result.count("pruned") == 0
     assert any(p.endswith("/myapps/c") for p in world.cluster.store)
+
+
+def test_with_sharding_a_pass_serves_its_buckets_and_only_the_leader_prunes_and_records(
+    world: World,
+) -> None:
+    def stored() -> set[str]:
+        return {p.rsplit("/", 1)[-1] for p in world.cluster.store if "/myapps/" in p}
+
+    def member(names: set[str], leads: bool) -> Syncer:
+        operator = FakeOperator(
+            world.operator.reconciler,
+            world.cluster,
+            lambda: leads,
+            served=lambda k: k.split("/")[1] in names,
+        )
+        return Syncer(operator, world.source, world.options, world.state)
+
+    state_path = world.state.path
+    world.declare(*NAMES)
+    member_a = member({"a"}, leads=False)
+    result = member_a.run()
+    assert result.ok, result.errors
+    # its own MyApp and Deployment; the others' are not touched nor reported
+    assert stored() == {"a"} and myapp_actions(result) == {"a": "created"}
+    assert state_path not in world.cluster.store  # the instance's record is the leader's
+    leader = member({"b", "c"}, leads=True)
+    assert leader.run().ok and stored() == {*NAMES}
+    assert state_path in world.cluster.store
+    world.declare("b", "c")
+    member_a.run()
+    assert "a" in stored()  # left Git, but a replica that does not lead prunes nothing
+    result = leader.run()
+    assert myapp_actions(result) == {"a": "pruned", "b": "unchanged", "c": "unchanged"}
+    assert stored() == {"b", "c"}
 
 
 def test_a_crash_is_told_in_one_line_without_credentials() -> None:
