@@ -36,6 +36,25 @@ from testenv.locks import exclusive
 ROOT = build.HERE.parent
 STATE = Path(os.environ.get("GITSYNC_TESTENV_DIR", ROOT / ".testenv"))
 KUBECONFIG = STATE / "kubeconfig"
+#: the API server's audit log: one JSON line per write of a MyApp, its status, a
+#: Deployment or a Lease (metadata only: who, what, when, the answer)
+AUDIT_LOG = STATE / "logs" / "audit.log"
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: apps
+    resources: [deployments]
+  - group: apps.example.com
+    resources: [myapps, myapps/status]
+  - group: coordination.k8s.io
+    resources: [leases]
+- level: None
+"""
 NODES = ("kwok-node-0", "kwok-node-1")
 STOP_GRACE = 10.0
 # API Priority and Fairness, off by default (the shared control plane serves many
@@ -451,6 +470,8 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
 
     server = f"https://127.0.0.1:{api_port}"
     state["server"] = server
+    audit_policy = STATE / "run" / "audit-policy.yaml"
+    audit_policy.write_text(AUDIT_POLICY)
     apiserver = start(
         "kube-apiserver",
         [
@@ -473,6 +494,13 @@ def _start_components(bins: Path, pki: Path, procs: list[Proc], state: dict[str,
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             *_flow_control_flags(),
+            # what was really written, and by which process (tests read it: a
+            # replica's writes, told apart by its User-Agent)
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={AUDIT_LOG}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=1",
             "--profiling=false",
             "--v=1",
         ],

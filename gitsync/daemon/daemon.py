@@ -120,6 +120,7 @@ class Daemon:
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
+            controller.kube.user_agent += f" ({identity})"
             self.leader = LeaderElector(
                 controller.kube, options.lease_namespace, options.lease_name, identity
             )

@@ -132,6 +132,9 @@ class Kube:
         self._lock = threading.Lock()
         #: requests sent, by verb (GET, LIST, WATCH, APPLY, PATCH, ...): for metrics and benchmarks
         self.requests: collections.Counter[str] = collections.Counter()
+        #: the daemon adds its replica's identity: the API server's audit log then says
+        #: which replica sent each request
+        self.user_agent = f"gitsync/{__version__}"
 
     @classmethod
     def from_kubeconfig(
@@ -143,7 +146,7 @@ class Kube:
     # --- requests ----------------------------------------------------------
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": f"gitsync/{__version__}"}
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         # asked every time: the configuration's hook refreshes expiring tokens

@@ -57,12 +57,24 @@ SYNC_ANNOTATION: Final = "gitsync.apps.example.com/sync-requested"
 #: a member Lease unchanged this many of its durations is its dead member's: deleted
 FORGET_AFTER: Final = 20
 NEVER: Final = -1e18
+LABEL_VALUE_MAX: Final = 63
+#: seconds to the next step while a claim waits to be read back
+CLAIM_STEP: Final = 0.25
 
 
 def member_lease_name(group: str, identity: str) -> str:
     """The Lease of the member ``identity`` of the instance whose leader Lease is
     ``group``: a valid object name whatever the identity holds."""
     return f"{group}-member-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def member_of(group: str) -> str:
+    """The ``member-of`` label value of an instance's member Leases: its leader Lease's
+    name, shortened with a hash of it when longer than a label value may be (63)."""
+    if len(group) <= LABEL_VALUE_MAX:
+        return group
+    digest = hashlib.sha256(group.encode()).hexdigest()[:16]
+    return f"{group[: LABEL_VALUE_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
 
 
 def _micro_time() -> str:
@@ -149,6 +161,8 @@ class Membership:
         self._lease: Obj | None = None  # as last written: its resourceVersion
         self._renewed_at = NEVER
         self._seen: dict[str, _Seen] = {}
+        #: when the first live Lease of another member expires, unless renewed (our clock)
+        self._expiring: float | None = None
 
     # --- asked by the workers -------------------------------------------------------
 
@@ -192,7 +206,18 @@ class Membership:
                 # a bug in one step must not end membership: the Lease would lapse and
                 # the buckets go elsewhere, while this replica still looked alive
                 log.exception("membership step crashed")
-            stop.wait(self.retry_period)
+            stop.wait(self.next_step())
+
+    def next_step(self) -> float:
+        """Seconds to the next step: a retry period, or sooner when a claim waits to be
+        read back or another member's Lease is about to expire (its buckets are served
+        again that much sooner; the protocol is one of order, not of timing)."""
+        wait = self.retry_period
+        if self._claimed:
+            wait = min(wait, CLAIM_STEP)
+        if self._expiring is not None:
+            wait = min(wait, self._expiring - self._clock() + CLAIM_STEP / 5)
+        return max(wait, CLAIM_STEP / 5)
 
     def step(self) -> None:
         """Renew, read the members, move the claims one step."""
@@ -214,7 +239,7 @@ class Membership:
                 listed = self.kube.request(
                     "GET",
                     self.collection,
-                    params={"labelSelector": f"{MEMBER_OF_LABEL}={self.group}"},
+                    params={"labelSelector": f"{MEMBER_OF_LABEL}={member_of(self.group)}"},
                     subject="member Leases",
                     timeout=max(0.1, deadline - self._clock()),
                 )
@@ -265,6 +290,7 @@ class Membership:
         out: dict[str, Claims] = {}
         names = set()
         self.foreign.clear()
+        self._expiring = None
         for lease in leases:
             meta = lease.get("metadata") or {}
             name = str(meta.get("name", ""))
@@ -286,6 +312,8 @@ class Membership:
                 continue
             if now - seen.at >= duration:
                 continue  # its member stopped writing before now
+            expires = seen.at + duration
+            self._expiring = expires if self._expiring is None else min(self._expiring, expires)
             member = read_member(lease, self.buckets)
             if member is not None:
                 out[member.identity] = member.claims
@@ -313,7 +341,7 @@ class Membership:
         lease: dict[str, Any] = self._lease or {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "labels": {MEMBER_OF_LABEL: self.group}},
+            "metadata": {"name": self.name, "labels": {MEMBER_OF_LABEL: member_of(self.group)}},
             "spec": {"holderIdentity": self.identity, "acquireTime": _micro_time()},
         }
         lease["metadata"]["annotations"] = {

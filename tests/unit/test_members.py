@@ -17,6 +17,7 @@ import pytest
 
 from gitsync.errors import APIConflictError, APINotFoundError, APIServerError
 from gitsync.kube.members import (
+    CLAIM_STEP,
     CLAIMED_ANNOTATION,
     COUNT_ANNOTATION,
     FORGET_AFTER,
@@ -24,6 +25,7 @@ from gitsync.kube.members import (
     MEMBER_OF_LABEL,
     Membership,
     member_lease_name,
+    member_of,
     read_member,
 )
 from gitsync.model.api import Obj
@@ -371,3 +373,30 @@ def test_no_bucket_is_ever_served_twice_and_a_quiet_membership_serves_each(seed:
     for m in alive:
         assert m.serving() == held_by(want, m.identity), m.identity
     assert serving_twice(everyone) == set()
+
+
+def test_the_member_of_label_is_the_group_or_fits_a_label_value() -> None:
+    assert member_of("gitsync-leader-shop") == "gitsync-leader-shop"
+    long = "gitsync-leader-" + "a" * 60
+    short = member_of(long)
+    assert len(short) == 63 and short.startswith("gitsync-leader-aaa") and short[-1].isalnum()
+    assert member_of(long + "b") != short  # the hash tells long names apart
+    assert member_of("x" * 63) == "x" * 63
+    dotted = member_of("gitsync-leader-" + "a" * 31 + "." + "b" * 40)
+    assert len(dotted) <= 63 and "..-" not in dotted and ".-" not in dotted
+
+
+def test_the_next_step_comes_sooner_for_a_claim_or_an_expiring_lease() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    assert a.next_step() == 2.0  # nothing seen, nothing claimed
+    a.step()  # claims everything
+    assert a.next_step() == CLAIM_STEP  # read the claims back soon
+    a.step()
+    assert a.next_step() == 2.0
+    b.step()
+    a.step()  # sees b's Lease at 1000.0: it expires at 1015.0 unless renewed
+    clock.now += 14.0
+    assert a.next_step() == pytest.approx(1.0 + CLAIM_STEP / 5)
+    clock.now += 1.0
+    assert a.next_step() == CLAIM_STEP / 5  # never a busy loop

@@ -1,0 +1,197 @@
+"""Three ``gitsync run --sharding`` processes share one instance's MyApps on the real
+control plane: each serves the buckets its member Lease holds, drift is corrected by
+the MyApp's replica, a replica killed has its MyApps served by the others within the
+Lease duration and two retry periods, and the API server's audit log shows each
+Deployment and each status written by one replica at a time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.kube.members import MEMBER_OF_LABEL, read_member
+from gitsync.model.shards import BUCKETS, bucket_of
+from testenv.cluster import AUDIT_LOG
+from tests.integration.test_ha import Replica
+from tests.support import app_yaml, get, wait_until
+
+N = 60
+LEASE_DURATION = 15.0
+RETRY = 2.0
+
+
+@pytest.fixture
+def three(
+    kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> Iterator[tuple[list[Replica], Path]]:
+    repo = tmp_path / "repo"
+    (repo / "apps").mkdir(parents=True)
+    (repo / "apps" / "all.yaml").write_text(
+        "---\n".join(app_yaml(namespace, f"app-{i:03}") for i in range(N))
+    )
+    flags = ("--sharding", "--repo", str(repo), "--path", "apps", "--interval", "3600")
+    replicas = [
+        Replica(kubeconfig, namespace, tmp_path / f"replica-{i}.log", flags) for i in range(3)
+    ]
+    yield replicas, repo
+    for r in replicas:
+        r.stop(signal.SIGKILL)
+
+
+def holders(kube: Kube, namespace: str) -> dict[int, int]:
+    """Each bucket's holder (by pid), as the live member Leases stored now say."""
+    listed = kube.list(
+        resource_path("coordination.k8s.io/v1", "leases", namespace),
+        params={"labelSelector": MEMBER_OF_LABEL},  # the one instance of the namespace
+    )
+    out: dict[int, int] = {}
+    now = dt.datetime.now(dt.UTC)
+    for lease in listed["items"]:
+        renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"])
+        if now - renewed > dt.timedelta(seconds=lease["spec"]["leaseDurationSeconds"]):
+            continue  # a dead member's: it counts for nothing
+        m = read_member(lease, BUCKETS)
+        if m is not None:
+            out.update(dict.fromkeys(m.claims.held, int(m.identity.rsplit("_", 1)[1])))
+    return out
+
+
+def served_by(kube: Kube, namespace: str, pid: int) -> list[str]:
+    held = holders(kube, namespace)
+    return [f"app-{i:03}" for i in range(N) if held.get(bucket_of(namespace, f"app-{i:03}")) == pid]
+
+
+def drift(kube: Kube, namespace: str, name: str) -> None:
+    kube.request(
+        "PATCH",
+        path_of("Deployment", namespace, name),
+        body={"spec": {"replicas": 4}},
+        content_type="application/merge-patch+json",
+        params={"fieldManager": "kubectl-edit"},
+    )
+
+
+def corrected(kube: Kube, namespace: str, name: str) -> bool:
+    return bool((get(kube, "Deployment", namespace, name) or {})["spec"]["replicas"] == 1)
+
+
+def audit_writes(namespace: str, since: int) -> list[tuple[str, str, str, float]]:
+    """(object, replica, verb, time) of each accepted write gitsync sent in ``namespace``
+    after byte ``since`` of the audit log: a Deployment or a MyApp's status."""
+    out = []
+    with AUDIT_LOG.open("rb") as f:
+        f.seek(since)
+        for line in f:
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            agent = e.get("userAgent", "")
+            if ref.get("namespace") != namespace or not agent.startswith("gitsync/"):
+                continue
+            if not agent.endswith(")"):
+                continue  # this test's own client (the drift it makes), not a replica
+            if not 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300:
+                continue
+            what = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            if what not in ("deployments", "myapps/status"):
+                continue
+            at = time.mktime(time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
+            replica = agent.rsplit("(", 1)[-1].rstrip(")")
+            out.append((f"{what}/{ref['name']}", replica, e["verb"], at))
+    return out
+
+
+def test_three_replicas_share_the_myapps_and_each_is_written_by_one_at_a_time(
+    kube: Kube, namespace: str, three: tuple[list[Replica], Path]
+) -> None:
+    replicas, _ = three
+    since = AUDIT_LOG.stat().st_size
+    for r in replicas:
+        wait_until(r.up, timeout=60, what="the replicas serving /metrics")
+    pids = {r.proc.pid for r in replicas}
+
+    def all_served() -> bool:
+        held = holders(kube, namespace)
+        return len(held) == BUCKETS and set(held.values()) == pids
+
+    wait_until(all_served, timeout=60, what="every bucket held, each replica some")
+
+    def all_applied() -> bool:
+        for i in range(N):
+            app = get(kube, "MyApp", namespace, f"app-{i:03}")
+            if not app or not (app.get("status") or {}).get("observedGeneration"):
+                return False
+        return True
+
+    wait_until(all_applied, timeout=120, interval=1.0, what="every MyApp applied, with status")
+    for i in range(N):
+        labels = get(kube, "Deployment", namespace, f"app-{i:03}")["metadata"]["labels"]  # type: ignore[index]
+        assert labels["gitsync.apps.example.com/bucket"] == str(bucket_of(namespace, f"app-{i:03}"))
+    # each replica serves its part, as its metrics and the Leases agree
+    for r in replicas:
+        mine = served_by(kube, namespace, r.proc.pid)
+        assert mine, "a replica with nothing to serve"
+        assert r.metric("gitsync_shard_myapps", replica=_identity(r)) == len(mine)
+        assert r.metric("gitsync_shard_buckets", replica=_identity(r)) == sum(
+            1 for pid in holders(kube, namespace).values() if pid == r.proc.pid
+        )
+
+    # drift in each replica's part is corrected (by that replica: see the audit below)
+    for r in replicas:
+        name = served_by(kube, namespace, r.proc.pid)[0]
+        drift(kube, namespace, name)
+        wait_until(
+            lambda n=name: corrected(kube, namespace, n), timeout=15, what=f"{name} corrected"
+        )
+
+    # SIGKILL: the victim's MyApps are served by the others once its Lease expires
+    victim = replicas[0]
+    orphans = served_by(kube, namespace, victim.proc.pid)
+    victim.stop(signal.SIGKILL)
+    killed = time.monotonic()
+    drift(kube, namespace, orphans[0])
+    wait_until(
+        lambda: corrected(kube, namespace, orphans[0]),
+        timeout=LEASE_DURATION + 20,
+        interval=0.1,
+        what="the drift of a killed replica's MyApp corrected by another",
+    )
+    took = time.monotonic() - killed
+    print(f"drift of a killed replica's MyApp corrected {took:.1f}s after SIGKILL")
+    assert took <= LEASE_DURATION + 2 * RETRY + 2.0, f"{took:.1f}s"
+    wait_until(
+        lambda: set(holders(kube, namespace).values()) == pids - {victim.proc.pid},
+        timeout=30,
+        what="the victim's buckets held by the others",
+    )
+
+    # the audit log: every Deployment and status write by one replica at a time, and
+    # none by the victim after the others took its MyApps over
+    time.sleep(1.0)  # the log is written as requests complete
+    writes = audit_writes(namespace, since)
+    assert {replica for _, replica, _, _ in writes} >= {_identity(r) for r in replicas}
+    by_object: dict[str, list[tuple[float, str]]] = {}
+    for obj, replica, _, at in writes:
+        by_object.setdefault(obj, []).append((at, replica))
+    for obj, seq in by_object.items():
+        writers = [replica for _, replica in sorted(seq)]
+        runs = [w for i, w in enumerate(writers) if i == 0 or writers[i - 1] != w]
+        # a MyApp changes hands at most once here (the kill): never back and forth
+        assert len(runs) == len(set(runs)) <= 2, (obj, runs)
+        if len(runs) == 2:
+            assert runs[0] == _identity(victim), (obj, runs)
+            first_new = min(at for at, w in seq if w == runs[1])
+            last_old = max(at for at, w in seq if w == runs[0])
+            assert last_old <= first_new, (obj, last_old, first_new)
+
+
+def _identity(r: Replica) -> str:
+    """The replica's name in its member Lease and its User-Agent."""
+    return f"{socket.gethostname()}_{r.proc.pid}"
