@@ -12,6 +12,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -147,9 +148,7 @@ def test_three_replicas_share_the_myapps_and_each_is_written_by_one_at_a_time(
     for r in replicas:
         name = served_by(kube, namespace, r.proc.pid)[0]
         drift(kube, namespace, name)
-        wait_until(
-            lambda n=name: corrected(kube, namespace, n), timeout=15, what=f"{name} corrected"
-        )
+        wait_until(partial(corrected, kube, namespace, name), timeout=15, what=f"{name} corrected")
 
     # SIGKILL: the victim's MyApps are served by the others once its Lease expires
     victim = replicas[0]
