@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from typing import Any
 
@@ -17,11 +18,31 @@ from gitsync.cli.options import (
     output_option,
 )
 from gitsync.cli.report import drift_rows, render_details, render_table
-from gitsync.errors import one_line, printable
+from gitsync.errors import APIForbiddenError, APINotFoundError, one_line, printable
 from gitsync.gitops.sync_state import StateWriter
-from gitsync.kube.client import Kube, path_of
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.kube.members import MEMBER_OF_LABEL, member_of, serving_now
 from gitsync.model.api import KIND
 from gitsync.model.pin import pins_of
+from gitsync.model.shards import BUCKETS
+
+
+def replicas(kube: Kube, status_namespace: str, lease_name: str | None) -> dict[int, str] | None:
+    """With sharding, which replica serves each bucket (the live member Leases of the
+    instance named, or of the one instance of the namespace); None without sharding,
+    or when the Leases cannot be read (listing them is the sharding component's right)."""
+    selector = (
+        MEMBER_OF_LABEL if lease_name is None else f"{MEMBER_OF_LABEL}={member_of(lease_name)}"
+    )
+    try:
+        path = resource_path("coordination.k8s.io/v1", "leases", status_namespace)
+        leases = kube.list(path, params={"labelSelector": selector}).get("items", [])
+    except (APIForbiddenError, APINotFoundError):
+        return None
+    groups = {(x.get("metadata") or {}).get("labels", {}).get(MEMBER_OF_LABEL) for x in leases}
+    if not leases or len(groups) > 1:
+        return None  # not sharded, or several sharded instances and none named
+    return serving_now(leases, BUCKETS, dt.datetime.now(dt.UTC))
 
 
 @click.command()
@@ -52,7 +73,9 @@ def drift(output: str, **kw: Any) -> None:
     kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
     status_namespace = flags.status_namespace or kube.namespace
     apps = kube.list(path_of(KIND, namespace or "")).get("items", [])
-    rows = drift_rows(apps)
+    rows = drift_rows(
+        apps, replicas(kube, status_namespace, identity.lease_name if named else None)
+    )
     if named:
         found = StateWriter(kube, status_namespace, identity.name).read()
         states = {identity.name: found} if found else {}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gitsync.errors import printable
 from gitsync.model import order
 from gitsync.model.api import Obj
+from gitsync.model.shards import bucket_of
 
 
 def _condition(app: Obj, type_: str) -> str:
@@ -17,13 +19,20 @@ def _condition(app: Obj, type_: str) -> str:
     return "Unknown"
 
 
-def drift_rows(apps: list[Obj]) -> list[dict[str, Any]]:
+def drift_rows(apps: list[Obj], replicas: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
+    """One row per MyApp; with ``replicas`` (a sharded instance's buckets and who
+    serves each), the replica that serves it ("" while none does)."""
     rows = []
     for app in sorted(apps, key=lambda a: (a["metadata"]["namespace"], a["metadata"]["name"])):
         drift = (app.get("status") or {}).get("drift") or []
         since = min((str(d.get("time") or "") for d in drift), default="")
+        meta = app["metadata"]
+        served = {}
+        if replicas is not None:
+            served = {"replica": replicas.get(bucket_of(meta["namespace"], meta["name"]), "")}
         rows.append(
             {
+                **served,
                 "namespace": app["metadata"]["namespace"],
                 "name": app["metadata"]["name"],
                 "synced": _condition(app, "Synced"),
@@ -42,7 +51,8 @@ COLUMNS = ("NAMESPACE", "NAME", "SYNCED", "DRIFTED", "PATHS", "CHANGED BY", "SIN
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
-    table = [COLUMNS] + [
+    sharded = any("replica" in r for r in rows)
+    table = [COLUMNS + (("REPLICA",) if sharded else ())] + [
         (
             r["namespace"],
             r["name"],
@@ -51,12 +61,13 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             ",".join(r["paths"]) or "<none>",
             ",".join(r["changedBy"]) or "<none>",
             r["since"] or "<none>",
+            *((r.get("replica") or "<none>",) if sharded else ()),
         )
         for r in rows
     ]
     # names, paths and managers come from the cluster: one row stays one line
     table = [tuple(printable(cell) for cell in row) for row in table]
-    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return "".join(
         "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
         for row in table

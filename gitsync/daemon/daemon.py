@@ -151,7 +151,8 @@ class Daemon:
         #: the deferred sync requests still waiting: stop() cancels every one
         self._later: set[threading.Timer] = set()
         self._later_lock = threading.Lock()
-        page = DriftPage(controller, syncer) if options.ui else None
+        replica_of = self.membership.replica_of if self.membership is not None else None
+        page = DriftPage(controller, syncer, replica_of) if options.ui else None
         self.routes = Routes(self, receiver, page, AllowedHosts(options.ui_allowed_hosts))
         limits = Limits(
             request_timeout=options.http_request_timeout,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from gitsync.engine import redact
@@ -40,7 +40,8 @@ SECURITY_HEADERS: Final = (
 )
 
 
-def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
+def app_doc(myapp: Obj, deployment: Obj | None, replica: str | None = None) -> Obj:
+    """One MyApp on the page; ``replica``: with sharding, who serves it ("" nobody now)."""
     meta = myapp.get("metadata") or {}
     spec = myapp.get("spec") or {}
     st = myapp.get("status") or {}
@@ -54,8 +55,12 @@ def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
         for c in st.get("conditions") or []
         if isinstance(c, dict)
     }
-    dep_status = (deployment or {}).get("status") or {}
+    # with sharding, another replica's Deployments are not in this one's cache: the
+    # figures its status last recorded stand in
+    dep_status = (deployment or {}).get("status") or st
+    served = {} if replica is None else {"replica": replica}
     return {
+        **served,
         "namespace": meta.get("namespace", ""),
         "name": meta.get("name", ""),
         "image": spec.get("image"),
@@ -75,10 +80,19 @@ def app_doc(myapp: Obj, deployment: Obj | None) -> Obj:
 
 
 def apps_doc(
-    myapps: Iterable[Obj], deployments: Mapping[str, Obj], sync: Mapping[str, str] | None
+    myapps: Iterable[Obj],
+    deployments: Mapping[str, Obj],
+    sync: Mapping[str, str] | None,
+    replica_of: Callable[[str], str] | None = None,
 ) -> Obj:
-    """``/api/v1/apps``: every MyApp, and the source's last sync result."""
-    apps = [app_doc(a, deployments.get(key_of(a))) for a in myapps]
+    """``/api/v1/apps``: every MyApp, and the source's last sync result; with sharding
+    (``replica_of``), the replica that serves each."""
+    apps = [
+        app_doc(
+            a, deployments.get(key_of(a)), None if replica_of is None else replica_of(key_of(a))
+        )
+        for a in myapps
+    ]
     apps.sort(key=lambda a: (a["namespace"], a["name"]))
     return {
         "sync": {k: (sync or {}).get(k, "") for k in SYNC_FIELDS} if sync is not None else None,
@@ -182,7 +196,9 @@ def app_row(app: Mapping[str, Any]) -> str:
         f"<td>{_e(app['availableReplicas'])}/{_e(app['replicas'])}</td>"
         f"<td><code>{_e(_short(str(app['revision'])))}</code></td>"
         f"<td>{_e(app['synced'])}</td>"
-        f"<td>{_drift_cell(app)}</td></tr>"
+        f"<td>{_drift_cell(app)}</td>"
+        + (f"<td>{_e(app['replica'] or 'none')}</td>" if "replica" in app else "")
+        + "</tr>"
     )
 
 
@@ -197,9 +213,16 @@ def index_html(doc: Mapping[str, Any]) -> str:
     body = (
         f"{sync_html(doc['sync'])}"
         f'<p id="summary">{len(doc["apps"])} MyApps, {doc["drifted"]} drifted</p>'
-        f'<table id="apps"><thead>{APPS_HEAD}</thead><tbody>{rows}</tbody></table>'
+        f'<table id="apps"><thead>{apps_head(doc)}</thead><tbody>{rows}</tbody></table>'
     )
     return _layout("gitsync: drift", "index", body)
+
+
+def apps_head(doc: Mapping[str, Any]) -> str:
+    """The table's head; with sharding, a column for the replica serving each MyApp."""
+    if any("replica" in a for a in doc["apps"]):
+        return APPS_HEAD.removesuffix("</tr>") + "<th>Replica</th></tr>"
+    return APPS_HEAD
 
 
 BLAME_HEAD: Final = "<tr><th>Object</th><th>Field</th><th>Live</th><th>Origin</th></tr>"
@@ -291,6 +314,7 @@ SCRIPT: Final = """\
       cell.appendChild(ul);
     }
     tr.appendChild(cell);
+    if (a.replica !== undefined) tr.appendChild(el("td", a.replica || "none"));
     return tr;
   }
   function fill(id, rows) {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Final
 
 from gitsync.daemon import page
@@ -30,7 +31,14 @@ ROUTES: Final = ("/", "/ui.js", "/ui.css", "/api/v1/apps")
 
 
 class DriftPage:
-    def __init__(self, controller: Controller, syncer: Syncer | None) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        syncer: Syncer | None,
+        replica_of: Callable[[str], str] | None = None,
+    ) -> None:
+        #: with sharding, who serves a MyApp (by key), as the member Leases last said
+        self.replica_of = replica_of
         self.controller = controller
         self.syncer = syncer
 
@@ -67,7 +75,9 @@ class DriftPage:
             f"{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
             for d in self.controller.deployments.items()
         }
-        return page.apps_doc(self.controller.myapps.items(), deployments, self._sync_state())
+        return page.apps_doc(
+            self.controller.myapps.items(), deployments, self._sync_state(), self.replica_of
+        )
 
     def app(self, namespace: str, name: str) -> Obj | None:
         key = f"{namespace}/{name}"
@@ -82,7 +92,8 @@ class DriftPage:
             self_manager=self.controller.config.field_manager,
             force_managers=self.controller.config.force_managers,
         )
-        return page.blame_doc(page.app_doc(myapp, deployment), rows)
+        replica = None if self.replica_of is None else self.replica_of(key)
+        return page.blame_doc(page.app_doc(myapp, deployment, replica), rows)
 
     def _sync_state(self) -> dict[str, str] | None:
         if self.syncer is None:

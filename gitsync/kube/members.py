@@ -28,9 +28,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from gitsync.errors import APIConflictError, APIError, APINotFoundError, APITimeoutError
+from gitsync.errors import APIError, APINotFoundError, APITimeoutError
 from gitsync.kube.client import resource_path
 from gitsync.kube.interfaces import LeaseClient
 from gitsync.model.api import Obj
@@ -114,6 +114,25 @@ def read_member(lease: Obj, buckets: int) -> Member | None:
     return Member(identity, Claims(held, claimed))
 
 
+def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, str]:
+    """Each bucket's member, as the member Leases ``leases`` say at ``now`` (a report's
+    view, for ``gitsync drift``: a Lease whose renewTime is older than its duration is
+    a dead member's, judged by this host's clock)."""
+    out: dict[int, str] = {}
+    for lease in leases:
+        spec = lease.get("spec") or {}
+        try:
+            renewed = dt.datetime.fromisoformat(str(spec.get("renewTime")))
+        except ValueError:
+            continue
+        if now - renewed > dt.timedelta(seconds=float(spec.get("leaseDurationSeconds") or 0)):
+            continue
+        member = read_member(lease, buckets)
+        if member is not None:
+            out.update(dict.fromkeys(member.claims.held, member.identity))
+    return out
+
+
 class Membership:
     def __init__(
         self,
@@ -152,13 +171,15 @@ class Membership:
         self.handovers = 0
         #: live member Leases of this instance that this member cannot read
         self.foreign: set[str] = set()
+        #: who holds each bucket, as the last step read the Leases (this member included)
+        self.holders: dict[int, str] = {}
         self._lock = threading.Lock()  # serving and in-flight, read by every worker
         self._serving: frozenset[int] = frozenset()
         self._inflight: Counter[int] = Counter()
         self._turn = threading.Lock()  # one step (or the release) at a time
         self._released = False
         self._claimed: frozenset[int] = frozenset()  # as last written
-        self._lease: Obj | None = None  # as last written: its resourceVersion
+        self._acquired = _micro_time()
         self._renewed_at = NEVER
         self._seen: dict[str, _Seen] = {}
         #: when the first live Lease of another member expires, unless renewed (our clock)
@@ -174,6 +195,10 @@ class Membership:
     def bucket(self, key: str) -> int:
         namespace, _, name = key.partition("/")
         return bucket_of(namespace, name, self.buckets)
+
+    def replica_of(self, key: str) -> str:
+        """Who serves ``key``, as the Leases last said ("" while nobody does)."""
+        return self.holders.get(self.bucket(key), "")
 
     @contextlib.contextmanager
     def working(self, key: str) -> Iterator[bool]:
@@ -260,6 +285,8 @@ class Membership:
             nxt = step_claims(self.identity, target, claims, others)
             self._claimed = nxt.claimed
             self._set_serving(nxt.held, "")
+            holders = {b: m for m, c in others.items() for b in c.held}
+            self.holders = holders | dict.fromkeys(nxt.held, self.identity)
 
     def _published(self) -> frozenset[int]:
         """What the Lease says is held: the buckets served, and those given up whose
@@ -338,39 +365,40 @@ class Membership:
             log.debug("could not delete the lease %s: %s", name, e)
 
     def _body(self, claims: Claims) -> Obj:
-        lease: dict[str, Any] = self._lease or {
+        return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "labels": {MEMBER_OF_LABEL: member_of(self.group)}},
-            "spec": {"holderIdentity": self.identity, "acquireTime": _micro_time()},
+            "metadata": {
+                "name": self.name,
+                "labels": {MEMBER_OF_LABEL: member_of(self.group)},
+                "annotations": {
+                    COUNT_ANNOTATION: str(self.buckets),
+                    HELD_ANNOTATION: format_buckets(claims.held),
+                    CLAIMED_ANNOTATION: format_buckets(claims.claimed),
+                    **({SYNC_ANNOTATION: self._asked} if self._asked else {}),
+                },
+            },
+            "spec": {
+                "holderIdentity": self.identity,
+                "acquireTime": self._acquired,
+                "leaseDurationSeconds": int(self.lease_duration),
+                "renewTime": _micro_time(),
+            },
         }
-        lease["metadata"]["annotations"] = {
-            COUNT_ANNOTATION: str(self.buckets),
-            HELD_ANNOTATION: format_buckets(claims.held),
-            CLAIMED_ANNOTATION: format_buckets(claims.claimed),
-            **({SYNC_ANNOTATION: self._asked} if self._asked else {}),
-        }
-        lease["spec"]["leaseDurationSeconds"] = int(self.lease_duration)
-        lease["spec"]["renewTime"] = _micro_time()
-        return lease
 
     def _write(self, claims: Claims, deadline: float) -> bool:
-        """Renew the Lease with these claims: PUT over the last one written (one
-        request), created when missing, read again when someone else changed it."""
+        """Renew the Lease with these claims: one PUT, with no resourceVersion (no other
+        process writes this Lease: its name is this member's alone, so there is nothing
+        to read first, and no get to grant), or a create when it does not exist yet."""
         try:
-            if self._lease is None:
-                self._lease = self._call("GET", deadline)
-            self._lease = self._call("PUT", deadline, self._body(claims))
+            self._call("PUT", deadline, self._body(claims))
             return True
         except APINotFoundError:
             try:
-                self._lease = None
-                self._lease = self._call("POST", deadline, self._body(claims), self.collection)
+                self._call("POST", deadline, self._body(claims), self.collection)
                 return True
             except APIError as e:
                 log.warning("creating the member lease failed: %s", e)
-        except APIConflictError:
-            self._lease = None  # changed behind us: read it again next period
         except APIError as e:
             log.warning("renewing the member lease failed: %s", e)
         return False

@@ -42,6 +42,7 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 from gitsync.errors import APIClientError, APIForbiddenError, APINotFoundError
 from gitsync.kube.client import Kube, resource_path
 from gitsync.kube.event_correlator import SIMILAR_MAX
+from gitsync.kube.members import HELD_ANNOTATION, MEMBER_OF_LABEL
 from tests.support import app_yaml, get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -730,6 +731,11 @@ def test_every_verb_of_the_roles_is_needed(
 
 def with_create_namespace(kubectl_bin: str, kubeconfig: str, tmp_path: Path) -> list[Doc]:
     """deploy/ with the optional components/create-namespace, from an overlay."""
+    return with_component(kubectl_bin, kubeconfig, tmp_path, "create-namespace")
+
+
+def with_component(kubectl_bin: str, kubeconfig: str, tmp_path: Path, name: str) -> list[Doc]:
+    """deploy/ with the optional components/NAME, from an overlay."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     deploy = Path(os.path.relpath(ROOT / "deploy", overlay))
@@ -737,7 +743,7 @@ def with_create_namespace(kubectl_bin: str, kubeconfig: str, tmp_path: Path) -> 
         yaml.safe_dump(
             {
                 "resources": [str(deploy)],
-                "components": [str(deploy / "components" / "create-namespace")],
+                "components": [str(deploy / "components" / name)],
             }
         )
     )
@@ -812,6 +818,89 @@ def test_create_namespace_needs_the_component_and_each_of_its_verbs(
     finally:
         install.put_rules("ClusterRole", base)
         delete_quietly(kube, resource_path("v1", "namespaces", None, target))
+
+
+def test_sharding_needs_the_component_and_each_of_its_verbs(
+    install: Install,
+    kube: Kube,
+    kubeconfig: str,
+    kubectl_bin: str,
+    namespace: str,
+    repo: Path,
+    tmp_path: Path,
+) -> None:
+    base = install.role("Role")["rules"]
+    docs = with_component(kubectl_bin, kubeconfig, tmp_path, "sharding")
+    assert one(docs, "ConfigMap")["data"]["GITSYNC_SHARDING"] == "true"
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    rule = {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["list", "update", "delete"],
+    }
+    assert [r for r in one(docs, "Role")["rules"] if r not in base] == [rule]
+    (repo / "apps" / "one.yaml").write_text(app_yaml(namespace, "one"))
+    args = ("--sharding", "--repo", str(repo), "--path", "apps", "--allowed-namespaces", namespace)
+    runs = 0
+
+    def member(rules: list[Doc]) -> Daemon:
+        nonlocal runs
+        runs += 1
+        install.put_rules("Role", rules)
+        verbs = set(rules[-1]["verbs"]) if rules[-1].get("resources") == ["leases"] else set()
+        for verb in rule["verbs"]:
+            wait_until(
+                lambda v=verb: install.allowed(rule, v) == (v in verbs),  # type: ignore[misc]
+                timeout=10,
+                what=f"RBAC to settle on {verb}",
+            )
+        (tmp_path / f"m{runs}").mkdir()
+        return start(install, tmp_path / f"m{runs}", namespace, *args, name=f"member-{runs}")
+
+    def leases() -> list[Doc]:
+        path = resource_path("coordination.k8s.io/v1", "leases", install.namespace)
+        found = kube.list(path, params={"labelSelector": MEMBER_OF_LABEL})["items"]
+        return [x for x in found if x["spec"]["holderIdentity"] == d.identity]
+
+    try:
+        # with the component: the member serves every bucket (one replica), applies, and
+        # deletes its Lease on SIGTERM
+        d = member([*base, rule])
+        wait_until(
+            lambda: (get(kube, "MyApp", namespace, "one") or {}).get("status"),
+            timeout=60,
+            what="the MyApp applied, with status",
+        )
+        wait_until(
+            lambda: leases() and leases()[0]["metadata"]["annotations"][HELD_ANNOTATION] == "0-255",
+            timeout=30,
+            what="every bucket held",
+        )
+        assert d.stop() == 0
+        assert leases() == []
+        assert "forbidden" not in d.output().lower(), d.output()
+        # each verb taken away in turn: its own failure
+        symptoms = {
+            "list": "listing the member leases failed",
+            "update": "renewing the member lease failed",
+            "delete": "could not delete the member lease",
+        }
+        for verb, symptom in symptoms.items():
+            d = member([*base, {**rule, "verbs": [v for v in rule["verbs"] if v != verb]}])
+            if verb == "delete":
+                wait_until(leases, timeout=30, what="the member lease")
+                d.stop()
+            assert d.wait_log(symptom, timeout=30), (verb, d.output())
+            assert re.search(f"cannot {verb} resource", d.output()), d.output()
+            d.stop()
+            if verb == "delete":
+                kube.delete(
+                    resource_path(
+                        "coordination.k8s.io/v1", "leases", install.namespace, doc_name(leases()[0])
+                    )
+                )
+    finally:
+        install.put_rules("Role", base)
 
 
 # --- 4. two replicas -------------------------------------------------------------------

@@ -9,6 +9,7 @@ The same protocol runs against the real API server in tests/integration/test_mem
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import random
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ from gitsync.kube.members import (
     member_lease_name,
     member_of,
     read_member,
+    serving_now,
 )
 from gitsync.model.api import Obj
 from gitsync.model.shards import Claims, assign, held_by
@@ -82,10 +84,8 @@ class LeaseStore:
         if method == "PUT":
             if name not in self.leases:
                 raise APINotFoundError("Lease", "not found")
-            if (
-                body["metadata"].get("resourceVersion")
-                != self.leases[name]["metadata"]["resourceVersion"]
-            ):
+            want = body["metadata"].get("resourceVersion")  # none: an unconditional update
+            if want is not None and want != self.leases[name]["metadata"]["resourceVersion"]:
                 raise APIConflictError("Lease", "the object has been modified", [])
         self.rv += 1
         stored = copy.deepcopy(body)
@@ -400,3 +400,34 @@ def test_the_next_step_comes_sooner_for_a_claim_or_an_expiring_lease() -> None:
     assert a.next_step() == pytest.approx(1.0 + CLAIM_STEP / 5)
     clock.now += 1.0
     assert a.next_step() == CLAIM_STEP / 5  # never a busy loop
+
+
+def test_who_serves_each_bucket_as_a_report_reads_the_leases() -> None:
+    now = dt.datetime(2026, 12, 5, 12, 0, 0, tzinfo=dt.UTC)
+
+    def lease(who: str, held: str, renewed_ago: float) -> Obj:
+        at = (now - dt.timedelta(seconds=renewed_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return {
+            "metadata": {"annotations": {COUNT_ANNOTATION: "8", HELD_ANNOTATION: held}},
+            "spec": {"holderIdentity": who, "renewTime": at, "leaseDurationSeconds": 15},
+        }
+
+    leases = [lease("a", "0-3", 2), lease("b", "4-6", 14.9), lease("dead", "7", 15.1)]
+    assert serving_now(leases, 8, now) == {0: "a", 1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "b"}
+    assert serving_now([{"spec": {"renewTime": "not a time"}}], 8, now) == {}
+
+
+def test_each_member_knows_who_holds_each_bucket() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    settle([a, b], clock)
+    want = assign(["a", "b"], BUCKETS)
+    assert a.holders == b.holders == want
+    key = next(f"ns/app-{i}" for i in range(100) if want[a.bucket(f"ns/app-{i}")] == "b")
+    assert a.replica_of(key) == "b" == b.replica_of(key)
+    b.release()
+    clock.now += 2.0
+    a.step()  # b's buckets: nobody's until a has claimed and read them back
+    assert a.replica_of(key) == ""
+    a.step()
+    assert a.replica_of(key) == "a"

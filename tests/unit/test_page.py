@@ -156,3 +156,18 @@ def test_a_myapp_whose_change_waits_says_for_what_in_its_row_escaped() -> None:
     out = page.index_html(doc)
     assert out.count('<li class="held">held: waiting for MyApp/shop/') == 1
     assert "<script>alert" not in out
+
+
+def test_with_sharding_each_row_names_its_replica_escaped() -> None:
+    doc = page.apps_doc([_myapp(availableReplicas=2)], {}, None, lambda key: f"<{key}>")
+    (app,) = doc["apps"]
+    assert app["replica"] == "<shop/web>"
+    # another replica's Deployment is not cached here: the status's figures stand in
+    assert app["availableReplicas"] == 2
+    html = page.index_html(doc)
+    assert "<th>Replica</th>" in html and "<td>&lt;shop/web&gt;</td>" in html
+    nobody = page.apps_doc([_myapp()], {}, None, lambda key: "")
+    assert "<td>none</td>" in page.index_html(nobody)
+    plain = page.apps_doc([_myapp()], {}, None)
+    assert "replica" not in plain["apps"][0]
+    assert "Replica" not in page.index_html(plain)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gitsync.cli.report import drift_rows, render_details
+from gitsync.cli.report import drift_rows, render_details, render_table
+from gitsync.model.shards import bucket_of
 
 
 def app(drift: list[dict[str, object]]) -> dict[str, object]:
@@ -73,3 +74,17 @@ def test_a_myapp_whose_change_waits_is_a_line_saying_for_what() -> None:
     assert drift_rows([both])[0]["held"] == (
         f"rolled back from main@sha1:bad to main@sha1:good (r); {why}"
     )
+
+
+def test_with_sharding_each_row_names_its_replica_and_the_table_has_the_column() -> None:
+    cart = bucket_of("shop", "cart")
+    web = {"metadata": {"namespace": "shop", "name": "web"}, "status": {}}
+    rows = drift_rows([app([]), web], {cart: "pod-a"})
+    assert [r["replica"] for r in rows] == ["pod-a", ""]  # web's bucket: nobody yet
+    lines = render_table(rows).splitlines()
+    assert lines[0].split()[-1] == "REPLICA"
+    assert lines[1].split()[-1] == "pod-a" and lines[2].split()[-1] == "<none>"
+    # without sharding: no column, no key
+    plain = drift_rows([app([])])
+    assert "replica" not in plain[0]
+    assert "REPLICA" not in render_table(plain)
