@@ -17,8 +17,10 @@ import argparse
 import base64
 import copy
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +64,15 @@ def kustomize(kubectl: str, directory: Path) -> list[Doc]:
     if proc.returncode != 0:
         raise BundleError(f"kubectl kustomize {directory} failed: {proc.stderr.strip()}")
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def with_component(kubectl: str, root: Path, name: str) -> list[Doc]:
+    """deploy/ with deploy/components/NAME, built from an overlay of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        deploy = Path(os.path.relpath(root / "deploy", tmp))
+        overlay = {"resources": [str(deploy)], "components": [str(deploy / "components" / name)]}
+        (Path(tmp) / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+        return kustomize(kubectl, Path(tmp))
 
 
 def only(docs: list[Doc], kind: str) -> Doc:
@@ -303,6 +314,10 @@ def files(docs: list[Doc], crd: Doc, version: str, icon_svg: bytes) -> dict[str,
 
 def generate(kubectl: str, root: Path = ROOT) -> dict[str, str]:
     docs = kustomize(kubectl, root / "deploy")
+    # a CSV's permissions are fixed when OLM installs it: they carry what --sharding
+    # needs (deploy/components/sharding's Role), so that a Subscription's config can
+    # turn it on (GITSYNC_SHARDING=true, more replicas) without another install
+    only(docs, "Role")["rules"] = only(with_component(kubectl, root, "sharding"), "Role")["rules"]
     crd = yaml.safe_load((root / "crds" / "myapps.apps.example.com.yaml").read_text())
     icon = (root / "release" / "icon.svg").read_bytes()
     return files(docs, crd, package_version(root), icon)

@@ -71,7 +71,22 @@ def test_the_csv_installs_deploys_deployment_and_rbac(kubectl: str) -> None:
     [cluster] = install["clusterPermissions"]
     assert cluster["rules"] == bundle.only(docs, "ClusterRole")["rules"]
     [namespaced] = install["permissions"]
-    assert namespaced["rules"] == bundle.only(docs, "Role")["rules"]
+    # deploy/'s Role, and what --sharding needs: a Subscription's config can turn it on
+    sharded = bundle.with_component(kubectl, bundle.ROOT, "sharding")
+    assert namespaced["rules"] == bundle.only(sharded, "Role")["rules"]
+    lease_rules = [r for r in namespaced["rules"] if r["resources"] == ["leases"]]
+    assert [r for r in namespaced["rules"] if r not in bundle.only(docs, "Role")["rules"]] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["list", "update", "delete"],
+        }
+    ]
+    assert len(lease_rules) == 3
+    config = yaml.safe_load(
+        (bundle.BUNDLE / "manifests" / "gitsync-config.configmap.yaml").read_text()
+    )
+    assert "GITSYNC_SHARDING" not in config["data"]  # on only when asked
     account = bundle.only(docs, "ServiceAccount")["metadata"]["name"]
     assert cluster["serviceAccountName"] == namespaced["serviceAccountName"] == account
     assert csv["spec"]["version"] == bundle.package_version()

@@ -125,3 +125,27 @@ def test_create_namespace_value_renders_what_the_kustomize_component_does(
     assert on[config]["data"]["GITSYNC_CREATE_NAMESPACE"] == "true"
     assert kustomized[config]["data"]["GITSYNC_CREATE_NAMESPACE"] == "true"
     assert "GITSYNC_CREATE_NAMESPACE" not in off[config]["data"]
+
+
+def test_sharding_value_renders_what_the_kustomize_component_does(
+    helm: str, kubectl: str, home: Path, tmp_path: Path
+) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    deploy = Path(os.path.relpath(bundle.ROOT / "deploy", overlay))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": [str(deploy)], "components": [str(deploy / "components" / "sharding")]}
+        )
+    )
+    kustomized = by_kind(bundle.kustomize(kubectl, overlay))
+    off = by_kind(template(helm, home))
+    on = by_kind(template(helm, home, "--set", "sharding=true", "--set", "replicas=3"))
+    role = ("Role", "gitsync")
+    assert on[role]["rules"] == kustomized[role]["rules"] != off[role]["rules"]
+    config = ("ConfigMap", "gitsync-config")
+    assert on[config]["data"]["GITSYNC_SHARDING"] == "true"
+    assert kustomized[config]["data"]["GITSYNC_SHARDING"] == "true"
+    assert "GITSYNC_SHARDING" not in off[config]["data"]
+    deployment = ("Deployment", "gitsync")
+    assert on[deployment]["spec"]["replicas"] == kustomized[deployment]["spec"]["replicas"] == 3
