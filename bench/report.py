@@ -74,7 +74,9 @@ def facts(kube: Kube) -> Results:
 #: keys of the results that belong to no part
 _RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
 #: the parts whose results sit under a key of their own name; core's are the rest
-_KEYED_PARTS = ("scale", "floor", "memory", "versus", "rollback", "order", "curve")
+_KEYED_PARTS = (
+    "scale", "floor", "memory", "versus", "rollback", "order", "curve", "sharding"
+)  # fmt: skip
 
 
 def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
@@ -251,6 +253,8 @@ def markdown(out: Results) -> str:
         lines += [*rollback_lines(out["rollback"]), "", *_measured(out, "rollback")]
     if out.get("order"):
         lines += [*order_lines(out["order"]), "", *_measured(out, "order")]
+    if out.get("sharding"):
+        lines += [*sharding_lines(out["sharding"]), "", *_measured(out, "sharding")]
     if out.get("curve"):
         lines += [*curve_table(out["curve"]), "", *_measured(out, "curve")]
     return "\n".join(lines)
@@ -320,6 +324,35 @@ def memory_table(m: Results) -> list[str]:
     for n, r in sorted(m["sizes"].items(), key=lambda kv: int(kv[0])):
         met = "yes" if r["kib_per_myapp"] <= 16 else "no"
         rows.append(f"| {n} | {r['rss_mib']} | {r['kib_per_myapp']} | ≤ 16 | {met} |")
+    return rows
+
+
+def sharding_lines(s: Results) -> list[str]:
+    """Sharding (bench/sharding.py): cold sync and RSS per replica, moves, failover."""
+    rows = [
+        f"Sharding: {s['n']} MyApps in {s['buckets']} buckets, replicas as local processes"
+        " (the cold sync is bound by the one API server here):",
+        "",
+        "| replicas | every MyApp Available (s) | RSS per replica (MiB) | MyApps per replica |",
+        "|---|---|---|---|",
+    ]
+    for k, r in sorted(s.get("cold", {}).items(), key=lambda kv: int(kv[0])):
+        served = ", ".join(str(int(x or 0)) for x in r.get("myapps_served") or [])
+        rss = ", ".join(str(x) for x in r["rss_mib"])
+        rows.append(f"| {k} | {r['all_available_s']} | {rss} | {served} |")
+    c = s.get("churn") or {}
+    if c:
+        b = s["buckets"]
+        f = c.get("failover_s") or {}
+        rows += [
+            "",
+            f"At {c['n']} MyApps: a 4th replica joining 3 moved {c.get('moved_3_to_4')} of {b}"
+            f" buckets (goal ≤ {round(b / 4 + b * 0.1)}), one of 4 killed moved"
+            f" {c.get('moved_4_to_3')} (goal ≤ {round(b / 3 + b * 0.1)}); a killed replica's"
+            f" drifted MyApp corrected by another after p50 {f.get('p50')} s, max"
+            f" {f.get('max')} s over {len(f.get('runs') or [])} kills (goal ≤"
+            f" {c.get('failover_goal_s')} s).",
+        ]
     return rows
 
 

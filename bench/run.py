@@ -2,7 +2,8 @@
 
     python -m bench.run            # everything below, at the default sizes
 
-Eight parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollback,order,curve``):
+Nine parts (GITSYNC_BENCH_PARTS, default
+``core,scale,floor,memory,versus,rollback,order,curve,sharding``):
 
 - core: the figures of design §12 at GITSYNC_BENCH_N MyApps (default 1000), gitsync
   next to ``kubectl apply/diff --server-side``;
@@ -23,7 +24,12 @@ Eight parts (GITSYNC_BENCH_PARTS, default ``core,scale,floor,memory,versus,rollb
 - curve: gitsync alone at each size of GITSYNC_BENCH_CURVE (default
   100,1000,5000,10000,20000), each on a fresh control plane: cold sync and its floor,
   no-op resync, diff, drift, start to ready, RSS, push → applied with 1 % changed
-  (bench/curve.py). Last: it restarts the control plane.
+  (bench/curve.py). It restarts the control plane;
+- sharding: ``gitsync run --sharding`` replicas as local processes: cold sync of
+  GITSYNC_BENCH_SHARD_N MyApps (default 5000) with 1, 2 and 4 replicas and each one's
+  RSS; buckets moved 3 → 4 and 4 → 3, and failover over GITSYNC_BENCH_SHARD_KILLS
+  SIGKILLs (default 5) at GITSYNC_BENCH_SHARD_CHURN_N MyApps (default 1000)
+  (bench/sharding.py).
 
 Prints a Markdown table and writes bench/results/<date>.json, .md and the plots.
 The parts a run leaves out are carried over from bench/results/latest.json (unless
@@ -60,6 +66,7 @@ from bench import memory as memorylib
 from bench import order as orderlib
 from bench import profile, report, versus
 from bench import rollback as rollbacklib
+from bench import sharding as shardinglib
 from bench.common import (
     GIT,
     GITSYNC,
@@ -446,7 +453,8 @@ def _partial(out: Results) -> None:
 def main() -> int:
     parts = set(
         os.environ.get(
-            "GITSYNC_BENCH_PARTS", "core,scale,floor,memory,versus,rollback,order,curve"
+            "GITSYNC_BENCH_PARTS",
+            "core,scale,floor,memory,versus,rollback,order,curve,sharding",
         ).split(",")
     )
     scale = _sizes("GITSYNC_BENCH_SCALE", "100,1000,5000")
@@ -500,6 +508,15 @@ def main() -> int:
             _partial(out)
         if "order" in parts:
             out["order"] = orderlib.chain(kube, tmp)
+            _partial(out)
+        if "sharding" in parts:
+            out["sharding"] = shardinglib.sharding(
+                kube,
+                tmp,
+                int(os.environ.get("GITSYNC_BENCH_SHARD_N", "5000")),
+                int(os.environ.get("GITSYNC_BENCH_SHARD_CHURN_N", "1000")),
+                int(os.environ.get("GITSYNC_BENCH_SHARD_KILLS", "5")),
+            )
             _partial(out)
         if "curve" in parts:
             out["curve"] = curvelib.curve(

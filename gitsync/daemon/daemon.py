@@ -22,6 +22,7 @@ from typing import Final
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from gitsync import __version__
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import webhook
 from gitsync.daemon.heap import Heap
@@ -120,7 +121,7 @@ class Daemon:
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
-            controller.kube.user_agent += f" ({identity})"
+            controller.kube.user_agent = f"gitsync/{__version__} ({identity})"
             self.leader = LeaderElector(
                 controller.kube, options.lease_namespace, options.lease_name, identity
             )
@@ -371,6 +372,11 @@ class Daemon:
             return
         if not self.is_leader() and self.membership is None:
             return  # with sharding, every member runs passes: each applies its buckets'
+        if self.membership is not None and not self.membership.settled.is_set():
+            # its buckets are not known yet: a pass now would apply nothing and count as
+            # the first sync (ready); taking its buckets brings the pass (_on_buckets)
+            log.debug("sync postponed: this member's buckets are not settled yet")
+            return
         if not self.controller.wait_synced(60):
             log.warning("caches not synced yet; sync postponed")
             return

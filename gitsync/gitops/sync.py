@@ -199,6 +199,9 @@ class Operator(Protocol):
 
     def working(self, key: str) -> AbstractContextManager[bool]: ...
 
+    @property
+    def sharded(self) -> bool: ...
+
 
 class Syncer:
     def __init__(
@@ -390,8 +393,9 @@ class Syncer:
         # was given but what it refused (the refusals are the only failures known
         # before applying; a MyApp whose Deployment failed is tracked all the same)
         applied = declared_here - set(self._refused)
-        if self.controller.is_leader():
+        if self.controller.is_leader() or not self.controller.sharded:
             # one replica prunes: with sharding, the others serve their buckets only
+            # (without, a pass that lost leadership finds out in the prune, and says so)
             self._prune(result, set(desired) | held, tracked, loaded.ok, applied)
         if loaded.ok and not result.errors:
             self._base = increment.after(
@@ -715,6 +719,6 @@ class Syncer:
         result.applied_commit, result.accepted_once = baseline
         # the instance's record is its leader's (a sharded replica that does not lead
         # keeps its pass to itself: its buckets are a part, not the instance)
-        if self.state is not None and self.controller.is_leader():
+        if self.state is not None and (self.controller.is_leader() or not self.controller.sharded):
             pinned = None if self.pins is None else "\n".join(self.pins.lines())
             self.state.record_changes(result, pinned=pinned)

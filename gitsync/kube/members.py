@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from gitsync.errors import APIError, APINotFoundError, APITimeoutError
+from gitsync.errors import APIError, APITimeoutError
 from gitsync.kube.client import resource_path
 from gitsync.kube.interfaces import LeaseClient
 from gitsync.model.api import Obj
@@ -173,6 +173,9 @@ class Membership:
         self.foreign: set[str] = set()
         #: who holds each bucket, as the last step read the Leases (this member included)
         self.holders: dict[int, str] = {}
+        #: set once a step has left nothing claimed: the buckets served are what this
+        #: member is to serve (until the membership changes), not a start's empty set
+        self.settled = threading.Event()
         self._lock = threading.Lock()  # serving and in-flight, read by every worker
         self._serving: frozenset[int] = frozenset()
         self._inflight: Counter[int] = Counter()
@@ -180,6 +183,8 @@ class Membership:
         self._released = False
         self._claimed: frozenset[int] = frozenset()  # as last written
         self._acquired = _micro_time()
+        #: the resourceVersion of our Lease as last written or listed (None: create it)
+        self._version: str | None = None
         self._renewed_at = NEVER
         self._seen: dict[str, _Seen] = {}
         #: when the first live Lease of another member expires, unless renewed (our clock)
@@ -257,9 +262,7 @@ class Membership:
             held = self._published()
             claims = Claims(held, self._claimed)
             deadline = now + self.renew_deadline
-            if not self._write(claims, deadline):
-                return
-            self._renewed_at = now
+            renewed = self._write(claims, deadline)
             try:
                 listed = self.kube.request(
                     "GET",
@@ -271,7 +274,15 @@ class Membership:
             except APIError as e:
                 log.warning("listing the member leases failed: %s", e)
                 return
-            others = self._live_others(listed.get("items") or [], now)
+            items = listed.get("items") or []
+            if not renewed:
+                # our Lease as it stands (created by a write whose answer was lost, or
+                # edited by someone): the next renewal writes over that version
+                mine = next((x for x in items if x["metadata"].get("name") == self.name), None)
+                self._version = None if mine is None else mine["metadata"]["resourceVersion"]
+                return
+            self._renewed_at = now
+            others = self._live_others(items, now)
             self.members = tuple(sorted({self.identity, *others}))
             target = held_by(assign(self.members, self.buckets), self.identity)
             if self.foreign:
@@ -284,6 +295,8 @@ class Membership:
                 target = frozenset()
             nxt = step_claims(self.identity, target, claims, others)
             self._claimed = nxt.claimed
+            if not nxt.claimed:
+                self.settled.set()  # before on_change: its pass finds the member settled
             self._set_serving(nxt.held, "")
             holders = {b: m for m, c in others.items() for b in c.held}
             self.holders = holders | dict.fromkeys(nxt.held, self.identity)
@@ -387,21 +400,21 @@ class Membership:
         }
 
     def _write(self, claims: Claims, deadline: float) -> bool:
-        """Renew the Lease with these claims: one PUT, with no resourceVersion (no other
-        process writes this Lease: its name is this member's alone, so there is nothing
-        to read first, and no get to grant), or a create when it does not exist yet."""
+        """Renew the Lease with these claims: one PUT over the version last written (a
+        Lease is updated only with its resourceVersion), or a create when there is none.
+        A failure leaves the version to be taken from the next LIST (no get to grant)."""
+        body = self._body(claims)
         try:
-            self._call("PUT", deadline, self._body(claims))
-            return True
-        except APINotFoundError:
-            try:
-                self._call("POST", deadline, self._body(claims), self.collection)
-                return True
-            except APIError as e:
-                log.warning("creating the member lease failed: %s", e)
+            if self._version is None:
+                written = self._call("POST", deadline, body, self.collection)
+            else:
+                body["metadata"]["resourceVersion"] = self._version
+                written = self._call("PUT", deadline, body)
         except APIError as e:
             log.warning("renewing the member lease failed: %s", e)
-        return False
+            return False
+        self._version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
+        return True
 
     def _call(self, method: str, deadline: float, body: Obj | None = None, path: str = "") -> Obj:
         left = deadline - self._clock()

@@ -165,6 +165,11 @@ class Controller:
             if self.shard.bucket(key) in buckets:
                 self.queue.add(key)
 
+    @property
+    def sharded(self) -> bool:
+        """Whether this replica serves some buckets only (``--sharding``)."""
+        return self.shard is not None
+
     def serves(self, key: str) -> bool:
         """Whether ``key`` is this replica's to serve (its bucket's, with sharding; without,
         every MyApp is); whether it may write now is :meth:`working`'s to say."""

@@ -55,7 +55,12 @@ def running_daemon(daemon: Daemon, port: int) -> Iterator[Running]:
 
 
 def start_daemon(
-    kube: Kube, namespace: str, upstream: Upstream, cache: Path, interval: float
+    kube: Kube,
+    namespace: str,
+    upstream: Upstream,
+    cache: Path,
+    interval: float,
+    sharding: bool = False,
 ) -> Iterator[Running]:
     controller = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
     s = syncer(controller, upstream.file_url, cache, namespace)
@@ -67,18 +72,29 @@ def start_daemon(
         leader_elect=True,
         lease_namespace=namespace,
         webhook_secret=SECRET,
+        sharding=sharding,
     )
     with running_daemon(Daemon(controller, s, options), port) as running:
         yield running
 
 
-@pytest.fixture
+@pytest.fixture(params=[False, True], ids=["one-leader", "sharded"])
 def webhook_daemon(
-    kube: Kube, crd: str, namespace: str, upstream: Upstream, cache_dir: Path
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    cache_dir: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Running]:
+    """One replica, and (sharded) the same as the one member of a sharded instance:
+    it must behave exactly as the leader alone does."""
     upstream.commit({"apps/first.yaml": app_yaml(namespace, "first")})
     # a long interval: only the webhook can bring a new commit in quickly
-    for running in start_daemon(kube, namespace, upstream, cache_dir, interval=3600):
+    sharding = bool(request.param)
+    for running in start_daemon(
+        kube, namespace, upstream, cache_dir, interval=3600, sharding=sharding
+    ):
         # the first sync (as soon as it leads) is done: later commits need a trigger
         wait_until(lambda: get(kube, "MyApp", namespace, "first"), timeout=30, what="first")
         yield running

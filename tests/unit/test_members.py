@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gitsync.errors import APIConflictError, APINotFoundError, APIServerError
+from gitsync.errors import APIClientError, APIConflictError, APINotFoundError, APIServerError
 from gitsync.kube.members import (
     CLAIM_STEP,
     CLAIMED_ANNOTATION,
@@ -84,8 +84,10 @@ class LeaseStore:
         if method == "PUT":
             if name not in self.leases:
                 raise APINotFoundError("Lease", "not found")
-            want = body["metadata"].get("resourceVersion")  # none: an unconditional update
-            if want is not None and want != self.leases[name]["metadata"]["resourceVersion"]:
+            want = body["metadata"].get("resourceVersion")
+            if want is None:  # as the API server answers: a Lease has no unconditional update
+                raise APIClientError("Lease", "metadata.resourceVersion: must be specified")
+            if want != self.leases[name]["metadata"]["resourceVersion"]:
                 raise APIConflictError("Lease", "the object has been modified", [])
         self.rv += 1
         stored = copy.deepcopy(body)
@@ -431,3 +433,36 @@ def test_each_member_knows_who_holds_each_bucket() -> None:
     assert a.replica_of(key) == ""
     a.step()
     assert a.replica_of(key) == "a"
+
+
+def test_a_lease_changed_behind_the_members_back_is_written_over_from_the_list() -> None:
+    store, clock = LeaseStore(), Clock()
+    m = member(store, clock, "a")
+    settle([m], clock, 2)
+    # someone edits the member's Lease (kubectl annotate): the next PUT is stale
+    lease = store.leases[m.name]
+    store.rv += 1
+    lease["metadata"]["resourceVersion"] = str(store.rv)
+    store.requests.clear()
+    m.step()  # refused (409); the LIST says which version stands
+    assert store.requests == ["PUT", "GET"]
+    m.step()  # written over that version
+    assert store.requests == ["PUT", "GET", "PUT", "GET"]
+    assert store.leases[m.name]["metadata"]["resourceVersion"] == str(store.rv)
+    assert len(m.serving()) == BUCKETS
+    # and a Lease deleted behind its back is created again
+    del store.leases[m.name]
+    m.step()
+    m.step()
+    assert m.name in store.leases and len(m.serving()) == BUCKETS
+
+
+def test_a_member_is_settled_once_a_step_leaves_nothing_claimed() -> None:
+    store, clock = LeaseStore(), Clock()
+    m = member(store, clock, "a")
+    seen: list[bool] = []
+    m.on_change = lambda _: seen.append(m.settled.is_set())
+    m.step()  # everything claimed, nothing served
+    assert not m.settled.is_set()
+    m.step()
+    assert m.settled.is_set() and seen == [True]  # settled before its buckets are announced

@@ -49,6 +49,10 @@ class FakeOperator:
     def serves(self, key: str) -> bool:
         return self.served is None or self.served(key)
 
+    @property
+    def sharded(self) -> bool:
+        return self.served is not None
+
     def working(self, key: str) -> AbstractContextManager[bool]:
         # with sharding a replica writes its buckets' MyApps, leader or not
         return contextlib.nullcontext(self.is_leader() if self.served is None else self.served(key))
