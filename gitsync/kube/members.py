@@ -83,11 +83,13 @@ def _micro_time() -> str:
 
 @dataclass
 class _Seen:
-    """Another member's Lease as last read, and when (our clock) it last changed."""
+    """Another member's Lease as last read: when (our clock) it changed, as far as we
+    can tell, and when we last read it."""
 
     version: str
     at: float
     asked: str
+    read: float
 
 
 @dataclass(frozen=True)
@@ -344,8 +346,19 @@ class Membership:
                 # a push delivered to that member: every member runs a pass for its part
                 log.info("member lease %s asked for a sync", name)
                 self.on_sync_request()
-            if seen is None or seen.version != version:
-                seen = self._seen[name] = _Seen(version, now, asked)
+            if seen is None:
+                seen = self._seen[name] = _Seen(version, now, asked, now)
+            elif seen.version != version:
+                # renewed after our last read of the old version: its member stops
+                # writing a renew deadline after the renewal began, so the change may be
+                # dated back to that read, but never further than half the slack
+                # between the renew deadline and the duration (a late read of ours
+                # must not make a live member look expired)
+                slack = max(0.0, (self.lease_duration - self.renew_deadline) / 2)
+                at = max(seen.read, now - slack)
+                seen = self._seen[name] = _Seen(version, at, asked, now)
+            else:
+                seen.read = now
             duration = float((lease.get("spec") or {}).get("leaseDurationSeconds") or 0)
             if now - seen.at >= duration * FORGET_AFTER:
                 self._forget(name, version)

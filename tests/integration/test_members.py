@@ -156,7 +156,10 @@ def test_members_share_the_buckets_and_hand_them_over_without_overlap(
         killed = time.monotonic()
         wait_until(lambda: settled(running), timeout=20, what="three members after the kill")
         took = time.monotonic() - killed
-        assert took + PERIOD >= DURATION, f"taken over after {took:.2f}s, before the Lease expired"
+        # not before the Lease expired: the victim renewed at most a period before the
+        # kill, and a renewal is dated back at most half the slack (duration - deadline)
+        slack = (DURATION - DEADLINE) / 2
+        assert took + PERIOD + slack >= DURATION, f"taken over after {took:.2f}s, too early"
         assert took <= DURATION + 2.0, f"taken over after {took:.2f}s"
         after = assign([r.member.identity for r in running], BUCKETS)
         assert moved(four, after) >= orphans

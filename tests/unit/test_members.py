@@ -466,3 +466,34 @@ def test_a_member_is_settled_once_a_step_leaves_nothing_claimed() -> None:
     assert not m.settled.is_set()
     m.step()
     assert m.settled.is_set() and seen == [True]  # settled before its buckets are announced
+
+
+@pytest.mark.parametrize(
+    ("gap", "dated_back"),
+    [
+        (2.0, 2.0),  # read every retry period: the renewal happened after the last read
+        (1.0, 1.0),
+        (6.0, 2.5),  # a late read: never more than half the 5 s slack
+    ],
+)
+def test_a_renewal_is_dated_back_to_the_last_read_of_the_old_version(
+    gap: float, dated_back: float
+) -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    b.step()
+    a.step()  # reads b's Lease (first sight: dated now)
+    clock.now += 0.5
+    b.step()  # b renews half a second after a's read
+    clock.now += gap - 0.5
+    a.step()  # a reads the new version, ``gap`` after its last read
+    renewed_seen = clock.now
+    expires = renewed_seen - dated_back + 15.0
+    assert a.next_step() <= max(expires - clock.now + CLAIM_STEP / 5, CLAIM_STEP / 5)
+    assert b.identity in a.members
+    clock.now = expires - 0.01
+    a.step()
+    assert b.identity in a.members  # live until then ...
+    clock.now = expires
+    a.step()
+    assert b.identity not in a.members  # ... and not a moment longer
