@@ -166,7 +166,8 @@ def parse_buckets(text: str, buckets: int) -> frozenset[int]:
     for part in filter(None, text.replace(" ", "").split(",")):
         if not (m := _RANGE.fullmatch(part)):
             raise ValueError(f"not a bucket or a range of buckets: {part!r}")
-        a, z = int(m[1]), int(m[2] or m[1])
+        a = int(m[1])
+        z = int(m[2]) if m[2] else a
         if not a <= z < buckets:
             raise ValueError(f"{part!r} is not within the buckets 0-{buckets - 1}")
         out.update(range(a, z + 1))

@@ -4,6 +4,7 @@ replica, and few buckets moved when a member joins or leaves."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 
@@ -230,3 +231,45 @@ def test_ranges_tolerate_spaces_and_empty_parts() -> None:
 def test_bad_ranges_are_refused(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_buckets(text, 8)
+
+
+def _reference(members: list[str], buckets: int, epsilon: float, points: int) -> dict[int, str]:
+    """The rule as the paper states it, written plainly: each bucket, in the order of
+    its place on the ring, to the first member clockwise from that place (ties: the
+    point that sorts first) that still holds fewer than the capacity."""
+    ring = sorted(
+        (int.from_bytes(hashlib.sha256(f"{m}#{i}".encode()).digest()[:8], "big"), m)
+        for m in set(members)
+        for i in range(points)
+    )
+    limit = capacity(buckets, len(set(members)), epsilon)
+    load: dict[str, int] = {}
+    out = {}
+    order = sorted(
+        (int.from_bytes(hashlib.sha256(f"bucket-{b}".encode()).digest()[:8], "big"), b)
+        for b in range(buckets)
+    )
+    for where, b in order:
+        start = next((k for k, (p, _) in enumerate(ring) if p >= where), 0)
+        for step in range(len(ring)):
+            member = ring[(start + step) % len(ring)][1]
+            if load.get(member, 0) < limit:
+                break
+        load[member] = load.get(member, 0) + 1
+        out[b] = member
+    return out
+
+
+@given(
+    st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=6),
+    st.integers(1, 40),
+    st.sampled_from([0.0, 0.1, 0.25]),
+    st.integers(1, 3),
+)
+def test_the_assignment_is_the_papers_rule(
+    members: list[str], buckets: int, epsilon: float, points: int
+) -> None:
+    # few points and no slack: many buckets pass their first choice on, clockwise
+    assert assign(members, buckets, epsilon=epsilon, points=points) == _reference(
+        members, buckets, epsilon, points
+    )
