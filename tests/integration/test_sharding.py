@@ -1,8 +1,10 @@
-"""Three ``gitsync run --sharding`` processes share one instance's MyApps on the real
-control plane: each serves the buckets its member Lease holds, drift is corrected by
-the MyApp's replica, a replica killed has its MyApps served by the others within the
-Lease duration and two retry periods, and the API server's audit log shows each
-Deployment and each status written by one replica at a time."""
+"""``gitsync run --sharding`` processes share one instance's MyApps on the real control
+plane: each of three serves the buckets its member Lease holds and corrects its MyApps'
+drift; a fourth joins and takes only the buckets the assignment moves, drift made
+meanwhile corrected all the same; the leader killed has its MyApps served by the others
+within the Lease duration and two retry periods, and a new leader prunes; the API
+server's audit log shows each Deployment and each status written by one replica at a
+time, and nothing from the killed one afterwards."""
 
 from __future__ import annotations
 
