@@ -4,7 +4,6 @@ the objects they name."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -103,20 +102,9 @@ def test_an_unknown_credentials_type_is_refused(helm: str, home: Path) -> None:
 
 
 def test_create_namespace_value_renders_what_the_kustomize_component_does(
-    helm: str, kubectl: str, home: Path, tmp_path: Path
+    helm: str, kubectl: str, home: Path
 ) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    deploy = Path(os.path.relpath(bundle.ROOT / "deploy", overlay))
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "resources": [str(deploy)],
-                "components": [str(deploy / "components" / "create-namespace")],
-            }
-        )
-    )
-    kustomized = by_kind(bundle.kustomize(kubectl, overlay))
+    kustomized = by_kind(bundle.with_component(kubectl, bundle.ROOT, "create-namespace"))
     off = by_kind(template(helm, home))
     on = by_kind(template(helm, home, "--set", "createNamespace=true"))
     role = ("ClusterRole", "gitsync")
@@ -128,17 +116,9 @@ def test_create_namespace_value_renders_what_the_kustomize_component_does(
 
 
 def test_sharding_value_renders_what_the_kustomize_component_does(
-    helm: str, kubectl: str, home: Path, tmp_path: Path
+    helm: str, kubectl: str, home: Path
 ) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    deploy = Path(os.path.relpath(bundle.ROOT / "deploy", overlay))
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {"resources": [str(deploy)], "components": [str(deploy / "components" / "sharding")]}
-        )
-    )
-    kustomized = by_kind(bundle.kustomize(kubectl, overlay))
+    kustomized = by_kind(bundle.with_component(kubectl, bundle.ROOT, "sharding"))
     off = by_kind(template(helm, home))
     on = by_kind(template(helm, home, "--set", "sharding=true", "--set", "replicas=3"))
     role = ("Role", "gitsync")
