@@ -226,7 +226,11 @@ def test_replicas_share_the_myapps_and_each_is_written_by_one_at_a_time(
     time.sleep(1.0)  # the log is written as requests complete
     # (only the replicas' writes: a daemon run inside this test process names itself too)
     writes = [w for w in audit_writes(namespace, since) if w[1] in names.values()]
-    assert {replica for _, replica, _, _ in writes} == set(names.values())
+    # the first three wrote (their MyApps were new); the joiner may have found its
+    # buckets' MyApps as they should be, and then writes nothing
+    assert {replica for _, replica, _, _ in writes} >= set(names.values()) - {
+        names[joiner.proc.pid]
+    }
     by_object: dict[str, list[tuple[float, str]]] = {}
     for obj, replica, _, at in writes:
         by_object.setdefault(obj, []).append((at, replica))
