@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.kube.client import Kube, path_of, resource_path
-from gitsync.kube.members import MEMBER_OF_LABEL, read_member
+from gitsync.kube.members import MEMBER_OF_LABEL, serving_now
 from gitsync.model.shards import BUCKETS, assign, bucket_of
 from testenv.cluster import AUDIT_LOG
 from tests.integration.test_ha import Replica
@@ -55,16 +55,8 @@ def holders(kube: Kube, namespace: str) -> dict[int, int]:
         resource_path("coordination.k8s.io/v1", "leases", namespace),
         params={"labelSelector": MEMBER_OF_LABEL},  # the one instance of the namespace
     )
-    out: dict[int, int] = {}
-    now = dt.datetime.now(dt.UTC)
-    for lease in listed["items"]:
-        renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"])
-        if now - renewed > dt.timedelta(seconds=lease["spec"]["leaseDurationSeconds"]):
-            continue  # a dead member's: it counts for nothing
-        m = read_member(lease, BUCKETS)
-        if m is not None:
-            out.update(dict.fromkeys(m.claims.held, int(m.identity.rsplit("_", 1)[1])))
-    return out
+    held = serving_now(listed["items"], BUCKETS, dt.datetime.now(dt.UTC))
+    return {b: int(m.rsplit("_", 1)[1]) for b, m in held.items()}
 
 
 def served_by(kube: Kube, namespace: str, pid: int) -> list[str]:
