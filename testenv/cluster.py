@@ -53,6 +53,8 @@ rules:
     resources: [myapps, myapps/status]
   - group: coordination.k8s.io
     resources: [leases]
+  - group: ""
+    resources: [configmaps]
 - level: None
 """
 NODES = ("kwok-node-0", "kwok-node-1")

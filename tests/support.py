@@ -16,6 +16,12 @@ from gitsync.kube.client import Kube, path_of, resource_path
 
 T = TypeVar("T")
 
+#: ``GITSYNC_TEST_SHARDING=1`` (``make test-sharded``): every daemon the integration
+#: tests start is the one member of a sharded instance (and so elects a leader), in the
+#: test's process and in a ``gitsync run`` child alike; with one replica it must behave
+#: exactly as without
+SHARDED = os.environ.get("GITSYNC_TEST_SHARDING") == "1"
+
 
 def wait_until(
     fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.2, what: str = ""

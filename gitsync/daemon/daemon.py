@@ -137,6 +137,9 @@ class Daemon:
             controller.shard_by(self.membership)
             self.membership.on_change = self._on_buckets
             self.membership.on_sync_request = self.trigger
+            self.membership.on_passes = self._on_passes
+            if syncer is not None:
+                syncer.shares = self.membership
             self._shard_metrics(self.membership)
         self.scheduler = BackgroundScheduler(
             timezone=dt.UTC, executors={SYNC_EXECUTOR: ThreadPoolExecutor(max_workers=1)}
@@ -330,6 +333,12 @@ class Daemon:
         and run a pass, which applies what Git declares for the MyApps taken over."""
         self.controller.rebucket(buckets)
         self.trigger()
+
+    def _on_passes(self) -> None:
+        """Another member's pass changed: the leader records the instance's sum again (on
+        the scheduler's threads: the member's stepping thread sends no request)."""
+        if self.syncer is not None and self.is_leader():
+            self.scheduler.add_job(self.syncer.record_parts)
 
     def _shard_metrics(self, membership: Membership) -> None:
         me = membership.identity

@@ -152,12 +152,17 @@ class ChangeSet:
         return Counter(c.action for c in self.changes)
 
     def summary(self) -> str:
-        n = self.counts()
-        failures = n["failed"] + len(self.errors)
-        text = ", ".join(f"{n[a]} {a}" for a in OBJECT_ACTIONS)
-        extra = [f"{failures} failed"] if failures else []
-        extra += [f"{n[a]} {a}" for a in ("drifted", "conflict") if n[a]]
-        return text + (f"; {', '.join(extra)}" if extra else "")
+        return summary_of(self.counts(), len(self.errors))
+
+
+def summary_of(n: Mapping[str, int], errors: int = 0) -> str:
+    """ "2 created, 1 configured, 40 unchanged, 0 pruned; 1 failed": a pass's changes by
+    action (``n``) and its own errors, the objects' first."""
+    failures = n.get("failed", 0) + errors
+    text = ", ".join(f"{n.get(a, 0)} {a}" for a in OBJECT_ACTIONS)
+    extra = [f"{failures} failed"] if failures else []
+    extra += [f"{n[a]} {a}" for a in ("drifted", "conflict") if n.get(a)]
+    return text + (f"; {', '.join(extra)}" if extra else "")
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,11 @@ def summary(
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def join(summaries: Sequence[str], *, limit: int = LIMIT) -> str:
+    """The last errors of several sharded members' passes in one line, cut at the end,
+    so that the first one's counts are read first (each is bounded alone, by
+    :func:`summary`)."""
+    text = " | ".join(s for s in summaries if s)
+    return _cut(text, limit)

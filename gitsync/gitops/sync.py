@@ -43,7 +43,7 @@ from gitsync.gitops import namespaces as nslib
 from gitsync.gitops import pins as pinstore
 from gitsync.gitops.lineage import Lineage
 from gitsync.gitops.pinned import PinnedRevisions, selection_failures
-from gitsync.gitops.sync_state import StateWriter
+from gitsync.gitops.sync_state import Part, StateWriter, SyncState, merged, part_of, state_of
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Client, Recorder, Writer
 from gitsync.kube.throttle import Throttle
@@ -156,6 +156,22 @@ def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
     }
 
 
+class Shares(Protocol):
+    """The passes of a sharded instance's members (a
+    :class:`~gitsync.kube.members.Membership`): each publishes its own, the leader sums
+    them into the instance's record."""
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The live members, this one included."""
+
+    @property
+    def passes(self) -> dict[str, str]:
+        """The other live members' last passes by identity, as published."""
+
+    def publish(self, last_pass: str) -> None: ...
+
+
 class Operator(Protocol):
     """What a sync pass needs of the operator (a :class:`~gitsync.reconcile.controller.Controller`):
     its one reconcile entry point, its caches, a writer for the prune, the ledger to let
@@ -241,6 +257,11 @@ class Syncer:
         self._base: increment.Base | None = None
         #: whether the last pass applied only what its commit changed
         self.incremental = False
+        #: sharded: the members' passes, summed by the leader into the record
+        self.shares: Shares | None = None
+        #: sharded: this member's last pass, alone and as published
+        self._own: tuple[SyncState, Part] | None = None
+        self._recording = threading.Lock()
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -380,7 +401,9 @@ class Syncer:
                 clean.append(app.key)
         if self._interrupted.is_set():
             # stopped half way: what was not looked at is not known to be gone
-            result.errors.append("the sync was interrupted (shutdown, or leadership lost)")
+            result.errors.append(
+                "the sync was interrupted (shutdown, leadership lost, or a bucket handed over)"
+            )
             result.prune_skipped = "the sync was interrupted; nothing is pruned"
             self._record(result, start)
             return
@@ -717,8 +740,33 @@ class Syncer:
             log.warning("the sync state is not recorded: %s", "; ".join(result.errors))
             return
         result.applied_commit, result.accepted_once = baseline
-        # the instance's record is its leader's (a sharded replica that does not lead
-        # keeps its pass to itself: its buckets are a part, not the instance)
-        if self.state is not None and (self.controller.is_leader() or not self.controller.sharded):
-            pinned = None if self.pins is None else "\n".join(self.pins.lines())
+        if self.state is None:
+            return
+        pinned = None if self.pins is None else "\n".join(self.pins.lines())
+        if not self.controller.sharded:
             self.state.record_changes(result, pinned=pinned)
+            return
+        # sharded: each member's pass is a part, published through its member Lease;
+        # the instance's record is the leader's sum of the parts at its revision
+        with self._recording:
+            own = state_of(result, self.state.last, pinned)
+            part = part_of(result, own, None if self._own is None else self._own[1])
+            self._own = (own, part)
+            if self.shares is not None:
+                self.shares.publish(part.text())
+        self.record_parts()
+
+    def record_parts(self) -> None:
+        """Sharded, on the leader: record the sum of this member's last pass and the
+        other members' (again when one of theirs changes); a no-op when nothing did."""
+        if self.state is None or not self.controller.is_leader():
+            return
+        with self._recording:
+            if self._own is None:
+                return  # no pass of ours yet: its revision is the record's
+            own, part = self._own
+            shares = self.shares
+            texts = {} if shares is None else shares.passes
+            others = {m: p for m, t in texts.items() if (p := Part.parse(t)) is not None}
+            members = 1 if shares is None else len(shares.members)
+            self.state.record(merged(own, part, others, members))

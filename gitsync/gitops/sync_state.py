@@ -9,11 +9,14 @@ when its content changes, so a no-op resync costs no write.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from gitsync.engine.changeset import Change, ChangeSet
+from gitsync.engine.changeset import WRITES, Change, ChangeSet, summary_of
 from gitsync.errors import APIError, APINotFoundError
 from gitsync.gitops import failures
 from gitsync.kube.client import resource_path
@@ -56,9 +59,99 @@ class SyncState:
     #: the pins the pass honoured, one line each ("instance pinned to REV by WHO at
     #: TIME: REASON"); the pins themselves are the ``pin`` keys (gitsync.gitops.pins)
     pinned: str = ""
+    #: sharded: how many of the live members' passes at this revision the record sums
+    #: ("2 of 3 replicas"); unsharded, "" and not in the ConfigMap
+    replicas: str = ""
 
     def data(self) -> dict[str, str]:
-        return {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if not self.replicas:
+            del out["replicas"]
+        return out
+
+
+@dataclass(frozen=True)
+class Part:
+    """One sharded member's pass over its buckets, as its member Lease carries it to the
+    leader, which records the instance's sum (:func:`merged`)."""
+
+    revision: str = ""
+    managed: int = 0
+    #: objects that failed and errors of the pass itself
+    failed: int = 0
+    last_error: str = ""
+    #: this pass's objects by action
+    counts: Mapping[str, int] = field(default_factory=dict)
+    #: the revision of this member's last pass that changed something, and its counts
+    changed_at: str = ""
+    changed: Mapping[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: str) -> Part | None:
+        """The part a Lease carries; None for none, or for one this version cannot read."""
+        try:
+            raw = json.loads(text)
+            part = cls(**raw)
+        except (ValueError, TypeError):
+            return None
+        texts = ("revision", "last_error", "changed_at")
+        ok = all(isinstance(getattr(part, f), str) for f in texts)
+        ok = ok and all(type(getattr(part, f)) is int for f in ("managed", "failed"))
+        ok = ok and all(_is_counts(getattr(part, f)) for f in ("counts", "changed"))
+        return part if ok else None
+
+
+def _is_counts(m: object) -> bool:
+    return isinstance(m, dict) and all(isinstance(k, str) and type(v) is int for k, v in m.items())
+
+
+def part_of(changes: ChangeSet, state: SyncState, previous: Part | None) -> Part:
+    """This member's part of a pass: ``state`` is what it would record alone."""
+    counts = {a: n for a, n in sorted(changes.counts().items()) if n}
+    at: str = ""
+    then: Mapping[str, int] = {}
+    if any(counts.get(a) for a in WRITES):
+        at, then = changes.revision, counts
+    elif previous is not None:
+        at, then = previous.changed_at, previous.changed
+    return Part(
+        revision=changes.revision,
+        managed=state.managed,
+        failed=changes.failures(),
+        last_error=state.last_error,
+        counts=counts,
+        changed_at=at,
+        changed=then,
+    )
+
+
+def merged(own: SyncState, mine: Part, others: Mapping[str, Part], members: int) -> SyncState:
+    """The instance's record when sharded: the leader's own ``own`` (revision, prune,
+    verification, pins), with the sums of the parts at its revision, its ``mine`` and
+    the other live members' ``others`` (by identity). A member not at that revision yet
+    is not summed, and ``replicas`` says so. Steady state sums the same parts to the same
+    record: no write."""
+    at = [mine] + [others[m] for m in sorted(others) if others[m].revision == own.revision]
+    failed = sum(p.failed for p in at)
+    errors = [p.last_error for p in at if p.last_error]
+    last_change = own.last_change
+    if any(p.changed_at == own.revision for p in at):
+        total: Counter[str] = Counter()
+        for p in at:
+            total.update(p.changed if p.changed_at == own.revision else p.counts)
+        last_change = summary_of(total)
+    return dataclasses.replace(
+        own,
+        result="Failed" if failed or own.result == "Failed" else own.result,
+        last_error=failures.join(errors),
+        managed=sum(p.managed for p in at),
+        failed=failed,
+        last_change=last_change,
+        replicas=f"{len(at)} of {max(members, len(at))} replicas",
+    )
 
 
 def state_of(

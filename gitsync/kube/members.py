@@ -54,6 +54,8 @@ CLAIMED_ANNOTATION: Final = "gitsync.apps.example.com/claiming"
 COUNT_ANNOTATION: Final = "gitsync.apps.example.com/bucket-count"
 #: when a member last asked the others for a sync pass (a push delivered to it)
 SYNC_ANNOTATION: Final = "gitsync.apps.example.com/sync-requested"
+#: the member's last pass over its buckets, for the leader's record of the instance
+RESULT_ANNOTATION: Final = "gitsync.apps.example.com/last-pass"
 #: a member Lease unchanged this many of its durations is its dead member's: deleted
 FORGET_AFTER: Final = 20
 NEVER: Final = -1e18
@@ -98,6 +100,8 @@ class Member:
 
     identity: str
     claims: Claims
+    #: its last pass, as it published it ("" before its first)
+    last_pass: str = ""
 
 
 def read_member(lease: Obj, buckets: int) -> Member | None:
@@ -113,7 +117,7 @@ def read_member(lease: Obj, buckets: int) -> Member | None:
         claimed = parse_buckets(notes.get(CLAIMED_ANNOTATION, ""), buckets)
     except ValueError:
         return None
-    return Member(identity, Claims(held, claimed))
+    return Member(identity, Claims(held, claimed), str(notes.get(RESULT_ANNOTATION) or ""))
 
 
 def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, str]:
@@ -121,6 +125,15 @@ def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, 
     view, for ``gitsync drift``: a Lease whose renewTime is older than its duration is
     a dead member's, judged by this host's clock)."""
     out: dict[int, str] = {}
+    for member in live_members(leases, buckets, now):
+        out.update(dict.fromkeys(member.claims.held, member.identity))
+    return out
+
+
+def live_members(leases: list[Obj], buckets: int, now: dt.datetime) -> list[Member]:
+    """The members whose Leases (of ``leases``) were renewed within their duration at
+    ``now``, judged by this host's clock: a report's view, not a member's."""
+    out = []
     for lease in leases:
         spec = lease.get("spec") or {}
         try:
@@ -131,7 +144,7 @@ def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, 
             continue
         member = read_member(lease, buckets)
         if member is not None:
-            out.update(dict.fromkeys(member.claims.held, member.identity))
+            out.append(member)
     return out
 
 
@@ -167,6 +180,13 @@ class Membership:
         #: called when another member asked for a sync pass (a push it received)
         self.on_sync_request: Callable[[], None] = lambda: None
         self._asked = ""  # our own request, written with every renewal from then on
+        self._last_pass = ""  # our last pass, written with every renewal from then on
+        #: the other live members' last passes by identity, as the last step read them
+        self.passes: dict[str, str] = {}
+        #: called when another member's last pass (or the set of members) changed, from
+        #: the stepping thread: it must return at once (no request), or renewals wait
+        self.on_passes: Callable[[], None] = lambda: None
+        self._passes_read: dict[str, str] = {}
         #: the live members' identities at the last step, this one included
         self.members: tuple[str, ...] = ()
         #: buckets taken and given up so far
@@ -286,6 +306,9 @@ class Membership:
             self._renewed_at = now
             others = self._live_others(items, now)
             self.members = tuple(sorted({self.identity, *others}))
+            if self._passes_read != self.passes:
+                self.passes = self._passes_read
+                self.on_passes()
             target = held_by(assign(self.members, self.buckets), self.identity)
             if self.foreign:
                 # a live member whose claims we cannot read (another bucket count, an
@@ -330,6 +353,7 @@ class Membership:
     def _live_others(self, leases: list[Obj], now: float) -> dict[str, Claims]:
         """The other members whose Leases changed within their duration."""
         out: dict[str, Claims] = {}
+        self._passes_read = {}
         names = set()
         self.foreign.clear()
         self._expiring = None
@@ -370,6 +394,7 @@ class Membership:
             member = read_member(lease, self.buckets)
             if member is not None:
                 out[member.identity] = member.claims
+                self._passes_read[member.identity] = member.last_pass
             elif (lease.get("spec") or {}).get("holderIdentity"):
                 self.foreign.add(name)
         for gone in self._seen.keys() - names:
@@ -402,6 +427,7 @@ class Membership:
                     HELD_ANNOTATION: format_buckets(claims.held),
                     CLAIMED_ANNOTATION: format_buckets(claims.claimed),
                     **({SYNC_ANNOTATION: self._asked} if self._asked else {}),
+                    **({RESULT_ANNOTATION: self._last_pass} if self._last_pass else {}),
                 },
             },
             "spec": {
@@ -441,6 +467,11 @@ class Membership:
         """Ask every other member for a sync pass: written with the next renewal (within
         a retry period), read by the others at their next step."""
         self._asked = _micro_time()
+
+    def publish(self, last_pass: str) -> None:
+        """This member's last pass, for the leader: written with the next renewal (within
+        a retry period) and every one after, so publishing costs no request."""
+        self._last_pass = last_pass
 
     def release(self, timeout: float = 10.0) -> None:
         """Stop serving, wait (bounded) for the work in flight, and delete the Lease so

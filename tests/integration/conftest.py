@@ -2,13 +2,65 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gitsync.daemon import daemon as daemonlib
 from gitsync.kube.client import Kube, resource_path
 from gitsync.reconcile.controller import Controller, ControllerConfig
+from tests.support import SHARDED
+
+
+@pytest.fixture(autouse=True)
+def sharded_daemons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With :data:`~tests.support.SHARDED`, every daemon a test starts is sharded."""
+    if not SHARDED:
+        return
+    monkeypatch.setenv("GITSYNC_SHARDING", "true")
+    real = daemonlib.Daemon.__init__
+
+    def sharded(
+        self: daemonlib.Daemon,
+        controller: Controller,
+        syncer: object,
+        options: daemonlib.DaemonOptions,
+        *args: object,
+        **kwargs: object,
+    ) -> None:
+        namespace = options.lease_namespace
+        if not options.leader_elect:  # the test's namespace, not a Lease shared by all
+            namespace = controller.config.namespace or namespace
+        options = dataclasses.replace(
+            options, leader_elect=True, sharding=True, lease_namespace=namespace
+        )
+        real(self, controller, syncer, options, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(daemonlib.Daemon, "__init__", sharded)
+    once = daemonlib.Daemon.sync_once
+
+    def sync_once(self: daemonlib.Daemon) -> None:
+        if not self._threads:
+            # a pass asked of a daemon that does not run: first be what a running one
+            # is by then, the leader and a member whose buckets have settled
+            _lead_and_settle(self)
+        once(self)
+
+    monkeypatch.setattr(daemonlib.Daemon, "sync_once", sync_once)
+
+
+def _lead_and_settle(d: daemonlib.Daemon) -> None:
+    assert d.leader is not None and d.membership is not None
+    d.leader.step()
+    for _ in range(50):
+        d.membership.step()
+        if d.membership.settled.is_set():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the one member did not settle its buckets")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from gitsync.kube.client import Kube, resource_path
-from gitsync.kube.members import MEMBER_OF_LABEL, Membership, read_member
+from gitsync.kube.members import MEMBER_OF_LABEL, Membership, live_members
 from gitsync.model.shards import BUCKETS, assign, held_by, moved
 from tests.support import wait_until
 
@@ -60,21 +60,12 @@ def running() -> Iterator[list[Running]]:
 def stored_holdings(kube: Kube, namespace: str) -> dict[str, frozenset[int]]:
     """Each live member's held buckets, as the API server holds its Lease (one not
     renewed within its duration is a dead member's, and counts for nothing)."""
-    now = dt.datetime.now(dt.UTC)
     listed = kube.list(
         resource_path("coordination.k8s.io/v1", "leases", namespace),
         params={"labelSelector": f"{MEMBER_OF_LABEL}={GROUP}"},
     )
-    out: dict[str, frozenset[int]] = {}
-    for lease in listed["items"]:
-        m = read_member(lease, BUCKETS)
-        spec = lease["spec"]
-        renewed = dt.datetime.fromisoformat(spec["renewTime"])
-        if now - renewed > dt.timedelta(seconds=spec["leaseDurationSeconds"]):
-            continue
-        if m is not None:
-            out[m.identity] = m.claims.held
-    return out
+    live = live_members(listed["items"], BUCKETS, dt.datetime.now(dt.UTC))
+    return {m.identity: m.claims.held for m in live}
 
 
 class Watch:

@@ -13,14 +13,17 @@ import json
 import signal
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
 
+from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.members import MEMBER_OF_LABEL, serving_now
+from gitsync.model.api import Obj
 from gitsync.model.shards import BUCKETS, assign, bucket_of
 from testenv.cluster import AUDIT_LOG
 from tests.integration.test_ha import Replica
@@ -232,6 +235,121 @@ def test_replicas_share_the_myapps_and_each_is_written_by_one_at_a_time(
         assert len(runs) <= 3, (obj, runs)
     late = [(o, at) for o, w, _, at in writes if w == names[victim.proc.pid] and at > killed_at]
     assert late == []
+
+
+def test_a_push_to_one_member_reaches_all_and_the_leader_records_the_sum(
+    kube: Kube, kubeconfig: str, namespace: str, tmp_path: Path
+) -> None:
+    """A webhook delivered to one member brings every member's pass (its Lease carries
+    the request); each member publishes its pass in its Lease, and the leader alone
+    records the instance's sum in the status ConfigMap, once, and then nothing more."""
+    repo = tmp_path / "repo"
+    (repo / "apps").mkdir(parents=True)
+    (repo / "apps" / "all.yaml").write_text(
+        "---\n".join(app_yaml(namespace, f"app-{i:03}") for i in range(20))
+    )
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret")
+    flags = (
+        *("--sharding", "--repo", str(repo), "--path", "apps", "--interval", "3600"),
+        *("--instance-name", "shared", "--webhook-secret-file", str(secret)),
+    )
+    pair = [Replica(kubeconfig, namespace, tmp_path / f"member-{i}.log", flags) for i in range(2)]
+    status = resource_path("v1", "configmaps", namespace, "gitsync-status-shared")
+
+    def record() -> dict[str, str]:
+        try:
+            return dict(kube.get(status).get("data") or {})
+        except APINotFoundError:
+            return {}
+
+    try:
+        for r in pair:
+            wait_until(r.up, timeout=60, what="both members serving /metrics")
+        pids = {r.proc.pid for r in pair}
+        wait_until(
+            lambda: set(holders(kube, namespace).values()) == pids,
+            timeout=60,
+            what="both members holding buckets",
+        )
+        # neither member alone has 20: the record is the sum of both parts
+        wait_until(
+            lambda: (
+                (record().get("managed"), record().get("replicas")) == ("20", "2 of 2 replicas")
+            ),
+            timeout=60,
+            what="the record summing both members' passes",
+        )
+        assert record()["result"] == "Succeeded"
+        # one new MyApp in each member's buckets; the push goes to one member only
+        held = holders(kube, namespace)
+        receiver, other = pair
+        new = {}
+        for r in pair:
+            new[r.proc.pid] = next(
+                f"new-{i}"
+                for i in range(1000)
+                if held.get(bucket_of(namespace, f"new-{i}")) == r.proc.pid
+            )
+        with (repo / "apps" / "new.yaml").open("w") as f:
+            f.write("---\n".join(app_yaml(namespace, n) for n in new.values()))
+        since = AUDIT_LOG.stat().st_size
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{receiver.port}/hooks/git", data=b"{}", method="POST"
+        )
+        req.add_header("X-Gitlab-Token", "s3cret")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 202
+        for n in new.values():
+            wait_until(partial(status_of, kube, namespace, n), timeout=20, what=f"{n} applied")
+        assert other.metric("gitsync_webhook_requests_total", result="accepted") == 0
+        wait_until(
+            lambda: (
+                record().get("managed") == "22" and record().get("replicas") == "2 of 2 replicas"
+            ),
+            timeout=20,
+            what="the record summing the new pass of both",
+        )
+        assert record()["lastChange"].startswith("2 created, "), record()
+        # steady state: three more retry periods, each member renewing with its pass, and
+        # the record is not written again; only the leader ever wrote it
+        time.sleep(3 * RETRY + 1.0)
+        leader = next(r for r in pair if r.metric("gitsync_leader") == 1)
+        writes = [
+            (agent, at)
+            for name, agent, at in audit_configmap_writes(namespace, since)
+            if name == "gitsync-status-shared"
+        ]
+        assert writes and {agent for agent, _ in writes} == {_identity(leader)}, writes
+        assert writes[-1][1] < time.time() - 3 * RETRY, writes
+    finally:
+        for r in pair:
+            r.stop(signal.SIGKILL)
+
+
+def status_of(kube: Kube, namespace: str, name: str) -> Obj | None:
+    return (get(kube, "MyApp", namespace, name) or {}).get("status")
+
+
+def audit_configmap_writes(namespace: str, since: int) -> list[tuple[str, str, float]]:
+    """(name, replica, time) of each accepted ConfigMap write in ``namespace`` after byte
+    ``since`` of the audit log, by a replica."""
+    out = []
+    with AUDIT_LOG.open("rb") as f:
+        f.seek(since)
+        for line in f:
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            agent = e.get("userAgent", "")
+            if ref.get("namespace") != namespace or ref.get("resource") != "configmaps":
+                continue
+            if not (agent.startswith("gitsync/") and agent.endswith(")")):
+                continue
+            if not 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300:
+                continue
+            at = dt.datetime.fromisoformat(e["stageTimestamp"]).timestamp()
+            out.append((ref["name"], agent.rsplit("(", 1)[-1].rstrip(")"), at))
+    return out
 
 
 def _identity(r: Replica) -> str:

@@ -24,6 +24,7 @@ from gitsync.kube.members import (
     FORGET_AFTER,
     HELD_ANNOTATION,
     MEMBER_OF_LABEL,
+    RESULT_ANNOTATION,
     Membership,
     member_lease_name,
     member_of,
@@ -497,3 +498,28 @@ def test_a_renewal_is_dated_back_to_the_last_read_of_the_old_version(
     clock.now = expires
     a.step()
     assert b.identity not in a.members  # ... and not a moment longer
+
+
+def test_a_members_last_pass_reaches_the_others_with_its_renewals_alone() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = member(store, clock, "a"), member(store, clock, "b")
+    calls: list[dict[str, str]] = []
+    a.on_passes = lambda: calls.append(dict(a.passes))
+    settle([a, b], clock)
+    assert a.passes == {"b": ""} and calls == [{"b": ""}]
+    store.requests.clear()
+    b.publish('{"revision":"r1"}')
+    assert store.requests == []  # no request of its own: the next renewal carries it
+    b.step()
+    a.step()
+    assert store.leases[b.name]["metadata"]["annotations"][RESULT_ANNOTATION] == (
+        '{"revision":"r1"}'
+    )
+    assert a.passes == {"b": '{"revision":"r1"}'} and len(calls) == 2
+    settle([a, b], clock, 3)
+    assert len(calls) == 2  # unchanged: not called again
+    assert store.requests == ["PUT", "GET"] * 8
+    # a member gone is no longer summed
+    b.release()
+    a.step()
+    assert a.passes == {} and len(calls) == 3

@@ -16,7 +16,7 @@ from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.engine.planner import Settings
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import Syncer, SyncOptions, crash_message, myapp_body
-from gitsync.gitops.sync_state import StateWriter
+from gitsync.gitops.sync_state import Part, StateWriter
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Recorder
 from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
@@ -320,26 +320,51 @@ def test_with_sharding_a_pass_serves_its_buckets_and_only_the_leader_prunes_and_
     def stored() -> set[str]:
         return {p.rsplit("/", 1)[-1] for p in world.cluster.store if "/myapps/" in p}
 
-    def member(names: set[str], leads: bool) -> Syncer:
+    leases: dict[str, str] = {}  # each member's published pass, as its Lease holds it
+
+    class Shares:
+        def __init__(self, me: str) -> None:
+            self.me = me
+            self.members = ("a", "leader")
+
+        @property
+        def passes(self) -> dict[str, str]:
+            return {m: t for m, t in leases.items() if m != self.me}
+
+        def publish(self, last_pass: str) -> None:
+            leases[self.me] = last_pass
+
+    def member(names: set[str], leads: bool, me: str) -> Syncer:
         operator = FakeOperator(
             world.operator.reconciler,
             world.cluster,
             lambda: leads,
             served=lambda k: k.split("/")[1] in names,
         )
-        return Syncer(operator, world.source, world.options, world.state)
+        syncer = Syncer(operator, world.source, world.options, world.state)
+        syncer.shares = Shares(me)
+        return syncer
 
     state_path = world.state.path
     world.declare(*NAMES)
-    member_a = member({"a"}, leads=False)
+    member_a = member({"a"}, leads=False, me="a")
     result = member_a.run()
     assert result.ok, result.errors
     # its own MyApp and Deployment; the others' are not touched nor reported
     assert stored() == {"a"} and myapp_actions(result) == {"a": "created"}
     assert state_path not in world.cluster.store  # the instance's record is the leader's
-    leader = member({"b", "c"}, leads=True)
+    assert Part.parse(leases["a"]) == Part(  # published instead, for the leader to sum
+        revision=result.revision,
+        managed=1,
+        counts={"created": 1},
+        changed_at=result.revision,
+        changed={"created": 1},
+    )
+    leader = member({"b", "c"}, leads=True, me="leader")
     assert leader.run().ok and stored() == {*NAMES}
-    assert state_path in world.cluster.store
+    record = world.cluster.store[state_path]["data"]
+    assert (record["managed"], record["replicas"]) == ("3", "2 of 2 replicas")
+    assert record["lastChange"] == "3 created, 0 configured, 0 unchanged, 0 pruned"
     world.declare("b", "c")
     member_a.run()
     assert "a" in stored()  # left Git, but a replica that does not lead prunes nothing
