@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test test-sharded demo run bench clean
 
 all: test
 
@@ -91,9 +91,19 @@ MODULES ?=
 mutation: $(STAMP)
 	$(PY) -m testenv.mutation $(MODULES)
 
-# ruff, mypy, then every test; the control plane and the packaging tools are built or reused first
+# ruff, mypy, then every test; the control plane and the packaging tools are built or reused
+# first; then the daemons' own tests again, each daemon the one member of a sharded instance
 test: lint typecheck cluster peers chromium sshd
 	$(PY) -m pytest tests
+	GITSYNC_TEST_SHARDING=1 $(PY) -m pytest -m integration $(SHARDED_TESTS)
+
+# the integration tests of the daemon that `make test` runs twice: as is, and sharded
+SHARDED_TESTS := $(addprefix tests/integration/,test_failures.py test_sync.py test_verify.py \
+	test_pin.py test_ui.py test_ha.py test_notify.py)
+
+# every integration test with every daemon sharded (one member: it must behave as one leader)
+test-sharded: cluster peers chromium sshd
+	GITSYNC_TEST_SHARDING=1 $(PY) -m pytest -m integration tests/integration
 
 demo: $(STAMP)
 	$(PY) -m examples.demo

@@ -40,6 +40,8 @@ class Peer:
     module: str = ""  # directory under testenv/peers/ when it is not ``name``
     #: build inside this pinned dependency, as its own main module (see _main_module)
     main_module: str = ""
+    #: Go build tags
+    tags: str = ""
 
     @property
     def dir(self) -> Path:
@@ -51,6 +53,11 @@ ACTIONLINT_VERSION = "v1.7.12"
 OLM_MODULE = "github.com/operator-framework/operator-lifecycle-manager"
 OLM_VERSION = "v0.33.0"  # the newest release whose zip the Go module proxy serves
 FLUX_VERSION = "v2.9.5"  # the flux CLI; its controllers are pinned in testenv/peers/flux/go.mod
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
+PROMETHEUS_VERSION = "v0.316.0"  # as testenv/peers/prometheus/go.mod pins it (Prometheus 3.16)
+#: the version Prometheus reports, and service discovery left out but for static configs,
+#: files and HTTP (no cloud SDKs: a build several times smaller and faster)
+_PROMETHEUS_FLAGS = f"-s -w -X github.com/prometheus/common/version.Version={PROMETHEUS_VERSION}"
 
 TOOLS = {
     p.name: p
@@ -83,6 +90,20 @@ TOOLS = {
             "flux",
             main_module="github.com/fluxcd/flux2/v2",
         ),
+        # the alert rules' checks and unit tests, and the server that evaluates them
+        Peer(
+            "promtool",
+            f"{PROMETHEUS_MODULE}/cmd/promtool",
+            _PROMETHEUS_FLAGS,
+            "prometheus",
+            tags="remove_all_sd",
+        ),
+        Peer(
+            "prometheus",
+            f"{PROMETHEUS_MODULE}/cmd/prometheus",
+            _PROMETHEUS_FLAGS,
+            tags="remove_all_sd",
+        ),
     )
 }
 
@@ -93,6 +114,8 @@ def cache_key(peer: Peer) -> str:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     h.update(f"{peer.package} {peer.ldflags}".encode())
+    if peer.tags:  # (only then: the keys of the tools built without tags stay as they were)
+        h.update(f" tags={peer.tags}".encode())
     return h.hexdigest()[:16]
 
 
@@ -122,6 +145,8 @@ def _build(name: str, out: Path, verbose: bool) -> Path:
     if verbose:
         print(f"testenv: building {peer.name} ({peer.package}) ...", flush=True)
     cmd = [_go(), "build", "-trimpath", f"-ldflags={peer.ldflags}", "-o", str(partial)]
+    if peer.tags:
+        cmd.insert(2, f"-tags={peer.tags}")
     cwd = _main_module(peer) if peer.main_module else peer.dir
     proc = subprocess.run([*cmd, peer.package], cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -35,6 +35,7 @@ from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
 from gitsync.kube.leader import LeaderElector
 from gitsync.kube.members import Membership
+from gitsync.model import fleet
 from gitsync.model import window as windowlib
 from gitsync.model.api import Obj, key_of
 from gitsync.model.order import Wait
@@ -113,6 +114,13 @@ class Daemon:
             "gitsync_events_dropped_total", lambda: {"": controller.events.dropped}
         )
         self.metrics.read_from("gitsync_waiting", lambda: waiting(controller.ledger.waits()))
+        self.metrics.read_from("gitsync_myapps", lambda: fleet.states(self._served()))
+        self.metrics.read_from(
+            "gitsync_drift_since_timestamp_seconds", lambda: fleet.drifted_since(self._served())
+        )
+        self.metrics.read_from(
+            "gitsync_workqueue_depth", lambda: {"": float(len(controller.queue))}
+        )
         controller.events.listeners.append(self._count_rollouts)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
@@ -360,6 +368,13 @@ class Daemon:
         self.metrics.read_from(
             "gitsync_shard_handovers_total", lambda: {me: float(membership.handovers)}
         )
+
+    def _served(self) -> list[Obj]:
+        """The MyApps this replica answers for in its metrics: its buckets' when sharded,
+        all on the leader, none on a standby (so a sum over replicas counts each once)."""
+        if self.controller.sharded:
+            return [o for o in self.controller.myapps.items() if self.controller.serves(key_of(o))]
+        return self.controller.myapps.items() if self.is_leader() else []
 
     def _on_stopped_leading(self) -> None:
         self.metrics.set("gitsync_leader", 0)

@@ -14,8 +14,8 @@ result="success")``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Final, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Final, Literal, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -29,6 +29,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
+
+from gitsync.source.verify import Reason
 
 #: the text format ``render`` writes
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
@@ -53,6 +55,13 @@ class Metrics:
         make = {"counter": Counter, "gauge": Gauge, "summary": Summary}[kind]
         self._series[name] = make(name, help_, labels, registry=self.registry)
 
+    def zero(self, name: str, label: str, values: Iterable[str]) -> None:
+        """Start the series of ``name`` with these values of ``label`` at 0: a counter
+        that first appears at 1 has no increase (``increase()`` needs a sample before the
+        event), so an alert on it would miss the first one."""
+        for value in values:
+            self._child(name, {label: value})
+
     def describe_unset(self, name: str, help_: str) -> None:
         """A gauge with no sample until it is first set (a timestamp: a 0 would read as
         "long ago" to an alert on a replica that never set it)."""
@@ -64,7 +73,7 @@ class Metrics:
         ``label``. No sample until then."""
         self._snapshot(_Snapshot(name, "counter", help_, label))
 
-    def gauged_elsewhere(self, name: str, help_: str, label: str) -> None:
+    def gauged_elsewhere(self, name: str, help_: str, label: str | None) -> None:
         """A gauge read at each scrape from the source :meth:`read_from` names, one
         series per key, the key as ``label``."""
         self._snapshot(_Snapshot(name, "gauge", help_, label))
@@ -128,12 +137,24 @@ class _Snapshot(Collector):
         yield family
 
 
+#: what a webhook delivery ends in (gitsync.daemon.routes answers each)
+WEBHOOK_RESULTS: Final = (
+    "accepted",
+    "forwarded",
+    "failed",
+    "unauthorized",
+    "duplicate",
+    "limited",
+)
+
+
 def standard() -> Metrics:
     """gitsync's series (the daemon points ``gitsync_api_requests_total`` at its client)."""
     m = Metrics()
     m.describe(
         "gitsync_sync_total", "counter", "Sync passes by result (success, failure).", ("result",)
     )
+    m.zero("gitsync_sync_total", "result", ("success", "failure"))
     m.describe("gitsync_sync_duration_seconds", "summary", "Duration of a sync pass.")
     m.describe(
         "gitsync_sync_incremental_total",
@@ -167,13 +188,29 @@ def standard() -> Metrics:
         "Rollouts that failed their progress deadline, by what gitsync did (rolled_back, left).",
         ("result",),
     )
+    m.zero("gitsync_rollouts_failed_total", "result", ("rolled_back", "left"))
     m.describe(
         "gitsync_verification_failures_total", "counter", "Commits refused, by reason.", ("reason",)
     )
+    m.zero("gitsync_verification_failures_total", "reason", get_args(Reason))
     m.counted_elsewhere(
         "gitsync_api_requests_total", "API requests sent by gitsync, by verb.", "verb"
     )
     m.describe("gitsync_leader", "gauge", "1 while this replica holds the leader Lease.")
+    m.gauged_elsewhere(
+        "gitsync_myapps",
+        "MyApps this replica serves, by state (total, drifted, conflict, not_synced, "
+        "not_ready), as their status says; a standby serves none.",
+        "state",
+    )
+    m.gauged_elsewhere(
+        "gitsync_drift_since_timestamp_seconds",
+        "Unix time each drifted MyApp this replica serves became drifted, by namespace/name.",
+        "myapp",
+    )
+    m.gauged_elsewhere(
+        "gitsync_workqueue_depth", "MyApps waiting in the work queue of this replica.", None
+    )
     m.gauged_elsewhere(
         "gitsync_shard_buckets",
         "With --sharding: buckets of MyApps this replica serves now (of 256).",
@@ -192,6 +229,7 @@ def standard() -> Metrics:
     m.describe(
         "gitsync_webhook_requests_total", "counter", "Webhook deliveries by result.", ("result",)
     )
+    m.zero("gitsync_webhook_requests_total", "result", WEBHOOK_RESULTS)
     m.describe(
         "gitsync_http_refused_total",
         "counter",
@@ -204,6 +242,7 @@ def standard() -> Metrics:
         "Notifications by result (delivered, failed, duplicate).",
         ("result",),
     )
+    m.zero("gitsync_notifications_total", "result", ("delivered", "failed", "duplicate"))
     m.describe(
         "gitsync_notifications_dropped_total",
         "counter",

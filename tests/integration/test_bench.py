@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import curve as curvelib
 from bench import floor as floorlib
 from bench import memory as memorylib
@@ -17,6 +19,10 @@ from bench import order as orderlib
 from bench import report, versus
 from bench import rollback as rollbacklib
 from gitsync.kube.client import Kube, path_of
+from tests.support import SHARDED
+
+# the benchmark's daemons run as it configures them (its part "sharding" runs sharded ones)
+pytestmark = pytest.mark.skipif(SHARDED, reason="the benchmark configures its own daemons")
 
 
 def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Path) -> None:

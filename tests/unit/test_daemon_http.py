@@ -69,8 +69,10 @@ def push(n: int) -> bytes:
 def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     options: dict[str, Any] = getattr(request, "param", {})
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),

@@ -68,8 +68,10 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 @pytest.fixture
 def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
@@ -171,8 +173,10 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     after run() returns."""
     stopped: list[str] = []
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
@@ -212,8 +216,10 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
 
 def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
@@ -270,8 +276,10 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         Change("MyApp/shop/e", "configured", reason="drift corrected"),
     ]
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
@@ -298,8 +306,10 @@ def test_a_pass_is_scheduled_a_second_after_each_window_edge() -> None:
     night = parse_all(["deny 0 22 * * * 8h Europe/Berlin name=night"])
     clock = [dt.datetime(2027, 1, 4, 3, 0, tzinfo=dt.UTC)]  # 04:00 Berlin: closed
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event()),
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
         kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(night), now=lambda: clock[0]),
         events=SimpleNamespace(dropped=0, listeners=[]),
