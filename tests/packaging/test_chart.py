@@ -129,3 +129,31 @@ def test_sharding_value_renders_what_the_kustomize_component_does(
     assert "GITSYNC_SHARDING" not in off[config]["data"]
     deployment = ("Deployment", "gitsync")
     assert on[deployment]["spec"]["replicas"] == kustomized[deployment]["spec"]["replicas"] == 3
+
+
+def test_monitoring_values_render_what_deploy_monitoring_does(
+    helm: str, kubectl: str, home: Path
+) -> None:
+    for name in ("prometheusrule.yaml", "dashboard.json"):
+        copy = CHART / "files" / name
+        assert copy.read_text() == (bundle.ROOT / "deploy" / "monitoring" / name).read_text(), (
+            f"charts/gitsync/files/{name} is not deploy/monitoring/{name}"
+        )
+    kustomized = by_kind(bundle.kustomize(kubectl, bundle.ROOT / "deploy" / "monitoring"))
+    off = by_kind(template(helm, home))
+    on = by_kind(
+        template(
+            helm,
+            home,
+            *("--set", "monitoring.rules=true", "--set", "monitoring.dashboard=true"),
+            *("--set", "monitoring.labels.release=kube-prometheus"),
+        )
+    )
+    rule, dashboard = ("PrometheusRule", "gitsync"), ("ConfigMap", "gitsync-dashboard")
+    assert rule not in off and dashboard not in off
+    # the alert texts reach Prometheus as written: Helm does not template them
+    assert on[rule]["spec"] == kustomized[rule]["spec"]
+    assert "{{ $labels.myapp }}" in yaml.safe_dump(on[rule]["spec"], width=10_000)
+    assert on[rule]["metadata"]["labels"]["release"] == "kube-prometheus"
+    assert on[dashboard]["data"] == kustomized[dashboard]["data"]
+    assert on[dashboard]["metadata"]["labels"]["grafana_dashboard"] == "1"
