@@ -22,6 +22,7 @@ from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
 from gitsync.cli.options import opt
+from gitsync.cli.plugin import completion
 from gitsync.cli.rollback import resume, rollback
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
@@ -53,5 +54,5 @@ def version() -> None:
     click.echo(f"gitsync {__version__}")
 
 
-for command in (validate, sync, diff, drift, run, blame_command, rollback, resume):
+for command in (validate, sync, diff, drift, run, blame_command, rollback, resume, completion):
     main.add_command(command)
