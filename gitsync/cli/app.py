@@ -30,6 +30,7 @@ from gitsync.cli.validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", message="gitsync %(version)s")
 @opt(
     "--log-format",
     env="LOG_FORMAT",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -76,7 +77,12 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 )
 @policy_options
 @field_manager_option
-@opt("--color/--no-color", env="COLOR", default=None, help="Default: on a terminal.")
+@opt(
+    "--color/--no-color",
+    env="COLOR",
+    default=None,
+    help="Default: on a terminal, unless NO_COLOR is set (no-color.org).",
+)
 @watch_namespace_option
 @create_namespace_option
 @adopt_option
@@ -187,7 +193,7 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
         held.append({"object": "", "action": "unchanged", "changes": [],
                      "reason": pinned.head_unread, "hold": "pin"})  # fmt: skip
     if output == "text":
-        _print_diff(changes, sys.stdout.isatty() if color is None else color)
+        _print_diff(changes, use_color(color))
         # held by a pin, as by suspend: what the ref's head would change, not written
         for line in pins.lines():
             click.echo(printable(line))
@@ -245,6 +251,14 @@ def _refuse_foreign_deployments(kube: Kube, changes: ChangeSet, myapps: dict[str
             continue
         if problem := foreign_deployment(key, found, myapps.get(key)):
             changes.changes[i] = Change(c.subject, "failed", reason=problem)
+
+
+def use_color(flag: bool | None) -> bool:
+    """--color/--no-color if given; else colour on a terminal, unless ``NO_COLOR`` is set
+    to anything but the empty string (no-color.org)."""
+    if flag is not None:
+        return flag
+    return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
 
 
 def _print_diff(changes: ChangeSet, color: bool) -> None:

@@ -48,6 +48,12 @@ def replicas(kube: Kube, status_namespace: str, lease_name: str | None) -> dict[
 @click.command()
 @cluster_options
 @opt("-n", "--namespace", env="NAMESPACE", default=None, help="Only this namespace.")
+@click.option(
+    "-A",
+    "--all-namespaces",
+    is_flag=True,
+    help="Every namespace (the default without -n; as kubectl spells it).",
+)
 @opt(
     "--status-namespace",
     env="STATUS_NAMESPACE",
@@ -61,11 +67,16 @@ def replicas(kube: Kube, status_namespace: str, lease_name: str | None) -> dict[
 @opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
 @output_option
 @expected_errors(2)
-def drift(output: str, **kw: Any) -> None:
+def drift(output: str, all_namespaces: bool, **kw: Any) -> None:
     """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
 
     The last sync is shown for the instance the flags name (as for sync), or for every
     instance in --status-namespace when they name none."""
+    if all_namespaces:
+        given = click.get_current_context().get_parameter_source("namespace")
+        if given is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("-A/--all-namespaces and -n/--namespace exclude each other")
+        kw["namespace"] = None  # over GITSYNC_NAMESPACE, as -A is over kubectl's context
     flags = parse(kw)
     namespace = flags.namespace
     named = bool(flags.instance_name or flags.instance_repo or flags.repo)
