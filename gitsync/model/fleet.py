@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Final
 
-from gitsync.model.api import Obj
+from gitsync.model.api import Obj, key_of
 
 #: the states counted, each a series of ``gitsync_myapps`` (0 included)
 STATES: Final = ("total", "drifted", "conflict", "not_synced", "not_ready")
@@ -60,6 +60,5 @@ def drifted_since(myapps: Iterable[Obj]) -> dict[str, float]:
             continue
         if since.tzinfo is None:
             continue  # not a metav1.Time: not ours to guess the zone of
-        meta = myapp.get("metadata") or {}
-        out[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = since.timestamp()
+        out[key_of(myapp)] = since.timestamp()
     return out

@@ -28,16 +28,19 @@ def test_each_state_is_counted_and_every_state_has_a_series() -> None:
     fleet = [
         app("fine", ("Ready", "True", T0), ("Drifted", "False", T0), ("Synced", "True", T0)),
         app("drifted", ("Ready", "True", T0), ("Drifted", "True", T1), drift=[DRIFT]),
+        app("drifted-too", ("Drifted", "True", T1), drift=[DRIFT]),
+        # the condition asked for is found by its type, wherever it is in the list
+        app("waiting", ("Ready", "True", T0), ("Drifted", "False", T0), ("Synced", "False", T0)),
         app("both", ("Drifted", "True", T1), drift=[DRIFT, CONFLICT]),
         app("conflict", ("Drifted", "True", T1), drift=[CONFLICT]),
         app("failed", ("Synced", "False", T0), ("Ready", "False", T0)),
         {"metadata": {"namespace": "shop", "name": "new"}},  # no status yet
     ]
     assert states(fleet) == {
-        "total": 6,
-        "drifted": 2,  # "conflict" alone is not drift gitsync may take back
+        "total": 8,
+        "drifted": 3,  # "conflict" alone is not drift gitsync may take back
         "conflict": 2,
-        "not_synced": 1,
+        "not_synced": 2,
         "not_ready": 1,
     }
     assert set(states([])) == set(STATES) and not any(states([]).values())
