@@ -210,7 +210,10 @@ def run(**kw: Any) -> None:
         ui_allowed_hosts=own.ui_allowed_hosts,
         sharding=own.sharding,
     )
-    code = Daemon(controller, syncer, options, metrics).run()
+    daemon = Daemon(controller, syncer, options, metrics)
+    if notifier is not None and syncer is not None:
+        daemon.pass_listeners.append(notifier.on_pass(identity.name, syncer.source))
+    code = daemon.run()
     if notifier is not None:
         notifier.stop()
     sys.exit(code)

@@ -9,12 +9,13 @@ HTTP on one port (:mod:`gitsync.daemon.httpserver`), routed by :mod:`gitsync.dae
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import signal
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Final
@@ -28,8 +29,10 @@ from gitsync.daemon import webhook
 from gitsync.daemon.heap import Heap
 from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpserver import Limits, Server
+from gitsync.daemon.notification import Trigger
 from gitsync.daemon.routes import Routes, SyncRequest
 from gitsync.daemon.ui import DriftPage
+from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
@@ -124,6 +127,10 @@ class Daemon:
         controller.events.listeners.append(self._count_rollouts)
         self.stop_event = threading.Event()
         self.first_sync = threading.Event()
+        #: why the next pass runs, when something asked for it (else the interval's poll)
+        self._why: Trigger | None = None
+        #: called after each pass with its change set and why it ran (notifications)
+        self.pass_listeners: list[Callable[[ChangeSet, Trigger], None]] = []
         self._sync_lock = threading.Lock()
         self.heap = Heap()
         self.leader: LeaderElector | None = None
@@ -134,7 +141,7 @@ class Daemon:
                 controller.kube, options.lease_namespace, options.lease_name, identity
             )
             controller.is_leader = self.leader.is_leader
-            self.leader.on_sync_request = self.trigger
+            self.leader.on_sync_request = functools.partial(self.trigger, "webhook")
         self.membership: Membership | None = None
         if options.sharding:
             if self.leader is None:
@@ -144,7 +151,7 @@ class Daemon:
             )
             controller.shard_by(self.membership)
             self.membership.on_change = self._on_buckets
-            self.membership.on_sync_request = self.trigger
+            self.membership.on_sync_request = functools.partial(self.trigger, "member")
             self.membership.on_passes = self._on_passes
             if syncer is not None:
                 syncer.shares = self.membership
@@ -292,6 +299,7 @@ class Daemon:
         self.scheduler.add_job(
             self.trigger,
             "date",
+            args=("window",),
             run_date=edge + WINDOW_SLACK,
             id=WINDOW_JOB_ID,
             replace_existing=True,
@@ -299,10 +307,11 @@ class Daemon:
         )
         log.debug("next sync window edge at %s", edge.isoformat())
 
-    def trigger(self) -> None:
-        """Run the sync job now (webhook, SIGHUP, a standby's request, leading)."""
+    def trigger(self, why: str = "manual", delivery: str = "") -> None:
+        """Run the sync job now, and say why (see :class:`Trigger`)."""
         if self.syncer is None:
             return
+        self._why = Trigger(why, delivery)
         try:
             self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
         except LookupError:
@@ -317,7 +326,7 @@ class Daemon:
 
         def on_hup(_sig: int, _frame: FrameType | None) -> None:
             log.info("SIGHUP: syncing now")
-            self.trigger()
+            self.trigger("signal")
 
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
@@ -326,7 +335,7 @@ class Daemon:
     def _on_leading(self) -> None:
         self.metrics.set("gitsync_leader", 1)
         self.controller.resync()
-        self.trigger()
+        self.trigger("leading")
 
     def _count_rollouts(
         self, _obj: Obj, _type: EventType, reason: str, _message: str, _details: Obj | None
@@ -340,7 +349,7 @@ class Daemon:
         """The buckets served changed: cache their Deployments, look at their MyApps,
         and run a pass, which applies what Git declares for the MyApps taken over."""
         self.controller.rebucket(buckets)
-        self.trigger()
+        self.trigger("buckets")
 
     def _on_passes(self) -> None:
         """Another member's pass changed: the leader records the instance's sum again (on
@@ -406,6 +415,7 @@ class Daemon:
             return
         # scheduled before the pass: a pass that fails still leaves the next edge's pass
         self._at_next_window_edge()
+        why, self._why = self._why or Trigger("poll"), None
         with self._sync_lock:
             try:
                 result = self.syncer.run()
@@ -447,6 +457,11 @@ class Daemon:
             result.summary(),
         )
         self.first_sync.set()
+        for listener in self.pass_listeners:
+            try:
+                listener(result, why)
+            except Exception:
+                log.exception("a pass listener crashed")  # never the schedule's end
 
     # --- asked by the HTTP routes ---------------------------------------------------
 
@@ -455,10 +470,10 @@ class Daemon:
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 
-    def request_sync_later(self, delay: float) -> None:
+    def request_sync_later(self, delay: float, delivery: str = "") -> None:
         def deferred() -> None:
             try:
-                if not self.stop_event.is_set() and self.request_sync() == "failed":
+                if not self.stop_event.is_set() and self.request_sync(delivery) == "failed":
                     log.warning(
                         "a push delivered to this standby could not be passed to the leader"
                     )
@@ -486,15 +501,15 @@ class Daemon:
             if timer is not threading.current_thread():
                 timer.join(LATER_JOIN_TIMEOUT)
 
-    def request_sync(self) -> SyncRequest:
+    def request_sync(self, delivery: str = "") -> SyncRequest:
         if self.membership is not None:
             # every member runs a pass for its buckets: this one now, the others when
             # they read the request in its Lease (within a retry period)
             self.membership.request_sync()
-            self.trigger()
+            self.trigger("webhook", delivery)
             return "accepted"
         if self.leader is None or self.is_leader():
-            self.trigger()
+            self.trigger("webhook", delivery)
             return "accepted"
         # a standby got it (the Service spreads deliveries): pass it on through the Lease
         return "forwarded" if self.leader.request_sync() else "failed"

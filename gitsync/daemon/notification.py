@@ -16,9 +16,12 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from gitsync.engine import redact
+from gitsync.engine.changeset import OBJECT_ACTIONS, WRITES, ChangeSet
 from gitsync.model.api import KIND, Obj
+from gitsync.source.checkout import CommitInfo
 
 EventKind = Literal[
+    "sync.done",
     "drift.detected",
     "drift.corrected",
     "conflict",
@@ -31,13 +34,10 @@ EventKind = Literal[
 Format = Literal["json", "slack", "teams"]
 FORMATS: Final = ("auto", "json", "slack", "teams")
 #: Event reasons (see :mod:`gitsync.kube.events` callers) and the notification each becomes
+#: (a pass, failed or not, is one notification of its own: :func:`from_pass`)
 REASONS: Final[Mapping[str, EventKind]] = {
     "Drifted": "drift.detected",
     "DriftCorrected": "drift.corrected",
-    # one MyApp that would not apply, and the pass as a whole
-    "ApplyFailed": "sync.failed",
-    "SyncFailed": "sync.failed",
-    "VerificationFailed": "sync.failed",  # --verify-commits refused the commit (its Event)
     # another gitsync instance holds the MyApp: never fought over, like another controller
     "OwnedByAnotherInstance": "conflict",
     "PruneSkipped": "prune.skipped",
@@ -47,6 +47,7 @@ REASONS: Final[Mapping[str, EventKind]] = {
     "RolledBack": "rollout.rolledback",
 }
 _COLOURS: Final[Mapping[str, str]] = {
+    "sync.done": "2B8A3E",
     "drift.detected": "E8A317",
     "drift.corrected": "2B8A3E",
     "conflict": "A4161A",
@@ -108,6 +109,91 @@ def from_event(
         )
         out.append(_make("conflict", who, text, time, {"conflicts": conflicts}, meta))
     return out
+
+
+#: the version of a pass notification's ``details`` (docs/operating.md, Notifications):
+#: fields are only ever added within a version
+PASS_SCHEMA: Final = 1
+#: objects listed by name in one pass notification; the rest are counted
+PASS_OBJECTS: Final = 50
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a pass ran: ``poll`` (the interval), ``webhook`` (with the delivery's id when
+    the Git host sent one), ``signal`` (SIGHUP), ``leading`` (this replica became the
+    leader), ``buckets`` (a sharded replica's buckets changed), ``member`` (another
+    member received a push), ``window`` (a sync window opened or closed)."""
+
+    reason: str
+    delivery: str = ""
+
+    def to_json(self) -> Obj:
+        return {"reason": self.reason, **({"delivery": self.delivery} if self.delivery else {})}
+
+
+def from_pass(
+    instance: str, changes: ChangeSet, commit: CommitInfo | None, trigger: Trigger, time: str
+) -> Notification | None:
+    """The one notification of a pass of ``instance`` (its subject, ``instance/NAME``):
+    ``sync.done`` when it wrote something,
+    ``sync.failed`` when it failed; None for a pass that found everything as Git says.
+    Field paths only, never their values (an env value stays in the cluster)."""
+    counts = changes.counts()
+    failed = not changes.ok
+    if not failed and not any(counts[a] for a in WRITES):
+        return None
+    written = [c for c in changes.changes if c.writes]
+    failures = [
+        {"object": c.subject, "reason": c.reason} for c in changes.changes if c.action == "failed"
+    ]
+    details: Obj = {
+        "schemaVersion": PASS_SCHEMA,
+        "revision": changes.revision,
+        "commit": {"sha": commit.sha, "subject": commit.subject, "author": commit.author}
+        if commit
+        else None,
+        "trigger": trigger.to_json(),
+        "seconds": round(changes.seconds, 3),
+        "counts": {a: counts[a] for a in (*OBJECT_ACTIONS, "failed")},
+        "objects": [
+            {"object": c.subject, "action": c.action, "paths": list(c.paths)}
+            for c in written[:PASS_OBJECTS]
+        ],
+        "objectsNotListed": max(0, len(written) - PASS_OBJECTS),
+        "failed": failures[:PASS_OBJECTS],
+        "errors": list(changes.errors),
+    }
+    if changes.prune_skipped:
+        details["pruneSkipped"] = changes.prune_skipped
+    if changes.verification:
+        details["verification"] = changes.verification
+    kind: EventKind = "sync.failed" if failed else "sync.done"
+    at = changes.revision or "no revision"
+    why = trigger.reason + (f" {trigger.delivery}" if trigger.delivery else "")
+    head = f"sync {'failed' if failed else 'done'} at {at} ({why}, {changes.seconds:.1f}s)"
+    if commit is not None:
+        head += f": {commit.subject} ({commit.author})"
+    message = f"{head}\n{changes.summary()}"
+    if changes.errors or failures:
+        first = (changes.errors or [f"{failures[0]['object']}: {failures[0]['reason']}"])[0]
+        message += f"\n{first}"
+    # the same pass result at the same revision is the same notification (a failing
+    # pass repeated every poll is told once); a new write is a new one
+    basis = json.dumps(
+        [
+            kind,
+            instance,
+            changes.revision,
+            [c.to_json() for c in written],
+            failures,
+            changes.errors,
+        ],
+        sort_keys=True,
+        default=str,
+    )
+    nid = hashlib.sha256(basis.encode()).hexdigest()[:32]
+    return Notification(nid, kind, f"instance/{instance}", message, time, details)
 
 
 def _make(

@@ -30,15 +30,19 @@ from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.notification import (
     Format,
     Notification,
+    Trigger,
     format_for,
     from_event,
+    from_pass,
     payload,
     signature,
 )
+from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import ConfigError
 from gitsync.kube.events import EventType
 from gitsync.model.api import Obj
 from gitsync.model.myapp_status import now
+from gitsync.source.checkout import Source
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +159,19 @@ class Notifier:
         """An :class:`~gitsync.kube.events.EventRecorder` listener."""
         for n in from_event(obj, reason, message, now(), details):
             self.publish(n)
+
+    def on_pass(self, instance: str, source: Source) -> Callable[[ChangeSet, Trigger], None]:
+        """A listener of the daemon's passes (``Daemon.pass_listeners``): each pass that
+        wrote or failed is one notification, with its commit's subject and author."""
+
+        def listener(changes: ChangeSet, why: Trigger) -> None:
+            sha = changes.revision.partition("@sha1:")[2]
+            commit = source.commit_info(sha) if sha else None
+            n = from_pass(instance, changes, commit, why, now())
+            if n is not None:
+                self.publish(n)
+
+        return listener
 
     def publish(self, n: Notification) -> None:
         with self._lock:

@@ -30,11 +30,12 @@ class Host(Protocol):
         """Whether /readyz is ok: caches synced and, when leading, the first pass done."""
         ...
 
-    def request_sync(self) -> SyncRequest:
-        """A sync now: on the leader, or passed to it by a standby."""
+    def request_sync(self, delivery: str = "") -> SyncRequest:
+        """A sync now: on the leader, or passed to it by a standby (``delivery``: the
+        push's id, as the Git host sent it, for the pass's notification)."""
         ...
 
-    def request_sync_later(self, delay: float) -> None:
+    def request_sync_later(self, delay: float, delivery: str = "") -> None:
         """The same, ``delay`` seconds from now (a push over the webhook rate limit)."""
         ...
 
@@ -101,10 +102,11 @@ class Routes:
             return answer("duplicate", 200, "duplicate delivery: already handled")
         if verdict == "pending":
             return answer("limited", 202, "a sync is already due (rate limit); it includes this")
+        delivery = webhook.delivery_id(decision.keys)
         if verdict == "later":
-            self.host.request_sync_later(decision.delay)
+            self.host.request_sync_later(decision.delay, delivery)
             return answer("limited", 202, f"sync in {decision.delay:.1f}s (rate limit)")
-        result = self.host.request_sync()
+        result = self.host.request_sync(delivery)
         if result == "failed":
             self.receiver.forget(decision)  # so that the Git host's retry is not a duplicate
             return answer(result, 503, "could not reach the leader")

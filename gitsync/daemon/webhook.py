@@ -155,6 +155,20 @@ class SyncRateLimit:
 Verdict = Literal["unauthorized", "duplicate", "now", "later", "pending"]
 
 
+#: the longest delivery id kept for a pass's notification (GitHub's are 36 characters)
+DELIVERY_ID_MAX = 100
+
+
+def delivery_id(keys: tuple[str, ...]) -> str:
+    """The Git host's id of a delivery, as :func:`delivery_keys` kept it ("" without one,
+    or one that is not a short line of printable text)."""
+    for key in keys:
+        if key.startswith("id:"):
+            value = key.removeprefix("id:")
+            return value if len(value) <= DELIVERY_ID_MAX and value.isprintable() else ""
+    return ""
+
+
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict

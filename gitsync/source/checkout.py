@@ -43,6 +43,15 @@ _TIDY_EVERY = 25  # fetches between two `git gc`: old shallow commits pile up ot
 
 
 @dataclass(frozen=True)
+class CommitInfo:
+    """What a notification says of a commit: its first line and its author."""
+
+    sha: str
+    subject: str
+    author: str
+
+
+@dataclass(frozen=True)
 class Revision:
     """A checked-out tree: ``dir`` holds exactly commit ``sha`` of ``ref``."""
 
@@ -71,6 +80,8 @@ class Source(Protocol):
 
     def remote_sha(self) -> str: ...
 
+    def commit_info(self, sha: str) -> CommitInfo | None: ...
+
 
 class LocalSource:
     """A plain directory (uncommitted files too), for ``gitsync diff`` and ``validate``."""
@@ -92,6 +103,9 @@ class LocalSource:
 
     def remote_sha(self) -> str:
         return ""
+
+    def commit_info(self, sha: str) -> CommitInfo | None:
+        return None  # files, not commits
 
 
 def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | LocalSource:
@@ -445,6 +459,18 @@ class GitSource:
             if self._call(["merge-base", "--is-ancestor", old, new])[0] == 0:
                 return True
         return None
+
+    def commit_info(self, sha: str) -> CommitInfo | None:
+        """Subject and author of ``sha`` in the cache repository (None: not there)."""
+        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+            return None  # not an object name: nothing for git to read as an option
+        try:
+            out = self._run("show", "--no-patch", "--format=%s%x00%an", sha)
+        except SourceError as e:
+            log.debug("no commit info for %s: %s", sha, e)
+            return None
+        subject, _, author = out.partition("\0")
+        return CommitInfo(sha, subject, author)
 
     def _count(self, commit: str) -> int:
         return int(self._run("rev-list", "--count", commit))

@@ -8,8 +8,11 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from gitsync.kube.client import Kube
 from gitsync.reconcile.controller import Controller
 from tests.gitserver import Upstream
 from tests.integration.test_drift import kubectl, start_app
-from tests.integration.test_sync import syncer
+from tests.integration.test_ha import Replica
 from tests.support import app_yaml, wait_until
 from tests.unit.test_notify import SECRET, Receiver
 
@@ -87,33 +90,86 @@ def test_kubectl_scale_is_notified_as_drift_or_as_its_correction(
     assert len(ids) == len(set(ids)), "a notification was delivered twice"
 
 
-def test_prune_done_then_sync_failed_and_prune_skipped(
-    kube: Kube,
-    namespace: str,
-    controller: Controller,
-    notified: tuple[Receiver, Notifier],
-    upstream: Upstream,
-    cache_dir: Path,
+def test_each_pass_is_one_message_saying_what_changed_why_and_from_which_commit(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, upstream: Upstream, tmp_path: Path
 ) -> None:
-    receiver, _ = notified
-    upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b", "c")})
-    s = syncer(controller, upstream.file_url, cache_dir, namespace)
-    assert s.run().ok
-    upstream.commit({"apps/c.yaml": None})
-    assert s.run().count("pruned") == 1
-    done = wait_until(lambda: [e for e in _all(receiver) if e["event"] == "prune.done"])
-    assert done[0]["subject"] == f"MyApp/{namespace}/c"
-
-    upstream.commit({"apps/b.yaml": None, "apps/broken.yaml": "kind: [\n"})
-    result = s.run()
-    assert not result.ok and result.prune_skipped
-    events = wait_until(
-        lambda: {e["event"] for e in _all(receiver)} >= {"sync.failed", "prune.skipped"} or None,
-        what="sync.failed and prune.skipped",
+    """A real ``gitsync run`` and a receiver on loopback: the first pass (it leads), a
+    push (its delivery id), a SIGHUP with a broken file: one message each, with the
+    commit's subject and author, what was created, configured and pruned, and what
+    failed; the failure is not told again at the next pass."""
+    receiver = Receiver()
+    hook_secret, notify_secret = tmp_path / "hook", tmp_path / "notify"
+    hook_secret.write_text("s3cret")
+    notify_secret.write_bytes(SECRET)
+    upstream.commit(
+        {f"apps/{n}.yaml": app_yaml(namespace, n) for n in ("a", "b", "c")}, "Three apps"
     )
-    assert events
-    failed = next(e for e in _all(receiver) if e["event"] == "sync.failed")
-    assert "broken.yaml" in failed["message"]
+    flags = (
+        *("--repo", upstream.file_url, "--path", "apps", "--interval", "3600"),
+        *("--webhook-secret-file", str(hook_secret), "--notify-url", receiver.url),
+        *("--notify-secret-file", str(notify_secret)),
+    )
+    daemon = Replica(kubeconfig, namespace, tmp_path / "gitsync.log", flags)
+
+    def passes() -> list[dict[str, Any]]:
+        return [e for e in _all(receiver) if e["event"] in ("sync.done", "sync.failed")]
+
+    try:
+        first = wait_until(passes, timeout=60, what="the first pass told")[0]
+        assert first["event"] == "sync.done" and first["subject"].startswith("instance/")
+        d = first["details"]
+        assert d["schemaVersion"] == 1 and d["trigger"]["reason"] in ("leading", "poll")
+        assert (d["commit"]["subject"], d["commit"]["author"]) == ("Three apps", "Test")
+        assert d["counts"]["created"] >= 3
+        created = {o["object"] for o in d["objects"] if o["action"] == "created"}
+        assert {f"MyApp/{namespace}/{n}" for n in ("a", "b", "c")} <= created
+
+        # a push: c removed, a's image changed
+        sha = upstream.commit(
+            {"apps/c.yaml": None, "apps/a.yaml": app_yaml(namespace, "a", image="web:2")},
+            "Drop c, a to web:2",
+        )
+        body = json.dumps({"ref": "refs/heads/main", "after": sha}).encode()
+        sig = "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{daemon.port}/hooks/git", data=body, method="POST"
+        )
+        req.add_header("X-Hub-Signature-256", sig)
+        req.add_header("X-GitHub-Delivery", "d-77")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 202
+        second = wait_until(lambda: passes()[1:], timeout=30, what="the push's pass told")[0]
+        d = second["details"]
+        assert d["trigger"] == {"reason": "webhook", "delivery": "d-77"}
+        assert d["commit"] == {"sha": sha, "subject": "Drop c, a to web:2", "author": "Test"}
+        actions = {(o["object"], o["action"]) for o in d["objects"]}
+        assert (f"MyApp/{namespace}/c", "pruned") in actions
+        a = next(o for o in d["objects"] if o["object"] == f"MyApp/{namespace}/a")
+        assert a["action"] == "configured" and "spec.image" in a["paths"]
+        assert "Drop c, a to web:2" in second["message"]
+
+        # a broken file and SIGHUP: one sync.failed naming it, and the guard's skip
+        upstream.commit({"apps/broken.yaml": "kind: [\n"}, "Break it")
+        daemon.proc.send_signal(signal.SIGHUP)
+        third = wait_until(lambda: passes()[2:], timeout=30, what="the failed pass told")[0]
+        assert third["event"] == "sync.failed"
+        assert third["details"]["trigger"] == {"reason": "signal"}
+        assert "broken.yaml" in third["message"]
+        assert third["details"]["pruneSkipped"]
+        wait_until(
+            lambda: any(e["event"] == "prune.skipped" for e in _all(receiver)),
+            timeout=20,
+            what="prune.skipped",
+        )
+        # the same failure at the next pass is not told again
+        daemon.proc.send_signal(signal.SIGHUP)
+        time.sleep(3)
+        assert len(passes()) == 3, [p["event"] for p in passes()]
+        ids = [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received]
+        assert len(ids) == len(set(ids)), "a notification was delivered twice"
+    finally:
+        daemon.stop(signal.SIGKILL)
+        receiver.close()
 
 
 def _all(receiver: Receiver) -> list[dict[str, Any]]:

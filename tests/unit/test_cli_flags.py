@@ -20,7 +20,7 @@ from gitsync.cli.validate import validate
 from gitsync.errors import ConfigError
 
 #: what the commands take as parameters of their own, not through parse
-OWN = {"output", "color"}
+OWN = {"output", "color", "all_namespaces"}
 
 
 def defaults(command: click.Command, *args: str) -> dict[str, Any]:

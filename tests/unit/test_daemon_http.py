@@ -38,7 +38,9 @@ class Served:
         self.daemon = daemon
         self.port = daemon.http.server_address[1]
         self.triggered: list[float] = []
-        monkeypatch.setattr(daemon, "trigger", lambda: self.triggered.append(time.monotonic()))
+        monkeypatch.setattr(
+            daemon, "trigger", lambda *_why: self.triggered.append(time.monotonic())
+        )
 
     def post(self, body: bytes, **headers: str) -> tuple[int, str, dict[str, str]]:
         req = urllib.request.Request(
@@ -177,16 +179,20 @@ class FakeHost:
         self.is_ready = ready
         self.requested = 0
         self.later: list[float] = []
+        #: the delivery id each request carried to the pass
+        self.deliveries: list[str] = []
 
     def ready(self) -> bool:
         return self.is_ready
 
-    def request_sync(self) -> SyncRequest:
+    def request_sync(self, delivery: str = "") -> SyncRequest:
         self.requested += 1
+        self.deliveries.append(delivery)
         return self.answer
 
-    def request_sync_later(self, delay: float) -> None:
+    def request_sync_later(self, delay: float, delivery: str = "") -> None:
         self.later.append(delay)
+        self.deliveries.append(delivery)
 
 
 def routes(host: FakeHost, rate: float = 100.0, burst: int = 100, ui: bool = False) -> Routes:
@@ -249,7 +255,7 @@ def test_a_signed_push_asks_the_daemon_for_a_sync(
     r = routes(host)
     reply = r.handle(hook(1, "d-1"))
     assert (reply.status, reply.body) == (code, text)
-    assert host.requested == 1
+    assert host.requested == 1 and host.deliveries == ["d-1"]  # for the pass's notification
     assert host.metrics.get("gitsync_webhook_requests_total", result=answer) == 1
     # a delivery that could not be passed on is forgotten: the Git host's retry counts
     again = r.handle(hook(1, "d-1"))
@@ -272,6 +278,7 @@ def test_a_push_over_the_rate_limit_is_deferred_to_the_daemon_not_dropped() -> N
     later = r.handle(hook(2, "d-2"))
     assert later.status == 202 and later.body.startswith("sync in ")
     assert len(host.later) == 1 and 0 < host.later[0] <= 2.0
+    assert host.deliveries == ["d-1", "d-2"]
     # while that one is due, another push is part of it
     pending = r.handle(hook(3, "d-3"))
     assert (pending.status, pending.body) == (

@@ -17,9 +17,20 @@ from typing import Any
 import pytest
 
 from gitsync.daemon import metrics as metricslib
-from gitsync.daemon.notification import Notification, format_for, from_event, payload
+from gitsync.daemon.notification import (
+    PASS_OBJECTS,
+    Notification,
+    Trigger,
+    format_for,
+    from_event,
+    from_pass,
+    payload,
+)
 from gitsync.daemon.notify import Notifier, NotifyOptions
+from gitsync.engine import differences
+from gitsync.engine.changeset import Change, ChangeSet
 from gitsync.errors import ConfigError
+from gitsync.source.checkout import CommitInfo
 from tests.support import wait_until
 
 SECRET = b"notify-secret-for-tests"
@@ -260,11 +271,13 @@ def test_events_become_notifications_with_stable_ids() -> None:
     )
     assert from_event(app, "Updated", "x", "t") == []
     cm = {"kind": "ConfigMap", "metadata": {"name": "gitsync-status", "namespace": "gs"}}
-    assert [n.event for n in from_event(cm, "SyncFailed", "boom", "t")] == ["sync.failed"]
+    # a pass is one notification of its own (from_pass), not its Events'
+    assert from_event(cm, "SyncFailed", "boom", "t") == []
+    assert from_event(cm, "VerificationFailed", "refused", "t") == []
     assert [n.event for n in from_event(cm, "PruneSkipped", "why", "t")] == ["prune.skipped"]
     assert [n.event for n in from_event(app, "Pruned", "gone", "t")] == ["prune.done"]
     assert [n.event for n in from_event(app, "DriftCorrected", "x", "t")] == ["drift.corrected"]
-    assert [n.event for n in from_event(app, "ApplyFailed", "x", "t")] == ["sync.failed"]
+    assert from_event(app, "ApplyFailed", "x", "t") == []
     assert [n.event for n in from_event(app, "OwnedByAnotherInstance", "x", "t")] == ["conflict"]
     assert [n.event for n in from_event(app, "RolloutFailed", "x", "t")] == ["rollout.failed"]
     assert [n.event for n in from_event(app, "RolledBack", "x", "t")] == ["rollout.rolledback"]
@@ -325,3 +338,93 @@ def test_env_values_appear_in_no_notification_format() -> None:
             assert secret.encode() not in body and live.encode() not in body, (n.event, fmt)
     shown = sent[0].details["drift"][0]
     assert shown["path"] == path and shown["desired"] != shown["live"]
+
+
+COMMIT = CommitInfo("a" * 40, "Bump web to 1.28", "Ada <ada@example.com>")
+REV = f"main@sha1:{'a' * 40}"
+
+
+def test_a_pass_that_wrote_is_one_notification_saying_what_and_why() -> None:
+    changes = ChangeSet(
+        [
+            Change("MyApp/shop/web", "configured", paths=("spec.image",)),
+            Change("Deployment/shop/web", "configured", paths=("spec.template",)),
+            Change("MyApp/shop/new", "created"),
+            Change("MyApp/shop/old", "pruned"),
+            Change("MyApp/shop/same", "unchanged"),
+        ],
+        revision=REV,
+        seconds=1.234,
+    )
+    n = from_pass("apps", changes, COMMIT, Trigger("webhook", "d-42"), "t")
+    assert n is not None and n.event == "sync.done" and n.subject == "instance/apps"
+    assert n.message.splitlines() == [
+        f"sync done at {REV} (webhook d-42, 1.2s): Bump web to 1.28 (Ada <ada@example.com>)",
+        "1 created, 2 configured, 1 unchanged, 1 pruned",
+    ]
+    d = n.details
+    assert d["schemaVersion"] == 1 and d["revision"] == REV and d["seconds"] == 1.234
+    assert d["commit"] == {"sha": "a" * 40, "subject": "Bump web to 1.28", "author": COMMIT.author}
+    assert d["trigger"] == {"reason": "webhook", "delivery": "d-42"}
+    assert d["counts"] == {"created": 1, "configured": 2, "unchanged": 1, "pruned": 1, "failed": 0}
+    assert d["objects"] == [
+        {"object": "MyApp/shop/web", "action": "configured", "paths": ["spec.image"]},
+        {"object": "Deployment/shop/web", "action": "configured", "paths": ["spec.template"]},
+        {"object": "MyApp/shop/new", "action": "created", "paths": []},
+        {"object": "MyApp/shop/old", "action": "pruned", "paths": []},
+    ]
+    assert (d["objectsNotListed"], d["failed"], d["errors"]) == (0, [], [])
+    # json, Slack and Teams each carry it
+    assert json.loads(payload(n, "json"))["details"]["trigger"]["delivery"] == "d-42"
+    assert "Bump web to 1.28" in json.loads(payload(n, "slack"))["text"]
+    assert json.loads(payload(n, "teams"))["themeColor"] == "2B8A3E"
+
+
+def test_a_quiet_pass_says_nothing_and_a_failed_one_is_told_once() -> None:
+    quiet = ChangeSet([Change("MyApp/shop/a", "unchanged")], revision=REV)
+    assert from_pass("apps", quiet, COMMIT, Trigger("poll"), "t") is None
+    failed = ChangeSet(
+        [Change("MyApp/shop/a", "failed", reason='namespace "shop" does not exist')],
+        revision=REV,
+    )
+    n = from_pass("apps", failed, None, Trigger("poll"), "t")
+    assert n is not None and n.event == "sync.failed"
+    assert n.details["failed"] == [
+        {"object": "MyApp/shop/a", "reason": 'namespace "shop" does not exist'}
+    ]
+    assert n.details["commit"] is None  # a directory, not a commit
+    assert n.message.splitlines()[-1] == 'MyApp/shop/a: namespace "shop" does not exist'
+    # the same failure at the next poll is the same notification (queued once)
+    again = from_pass("apps", failed, None, Trigger("poll"), "t2")
+    assert again is not None and again.id == n.id
+    # a pass's own error (the fetch) fails it too, and says so first
+    broken = ChangeSet([], revision=REV, errors=["fetch failed: connection refused"])
+    b = from_pass("apps", broken, None, Trigger("signal"), "t")
+    assert b is not None and b.event == "sync.failed" and b.id != n.id
+    assert b.message.splitlines()[-1] == "fetch failed: connection refused"
+    assert b.details["trigger"] == {"reason": "signal"}
+
+
+def test_a_big_pass_lists_its_first_objects_and_counts_the_rest() -> None:
+    many = [Change(f"MyApp/shop/a{i}", "created") for i in range(PASS_OBJECTS + 7)]
+    n = from_pass("apps", ChangeSet(many, revision=REV), None, Trigger("poll"), "t")
+    assert n is not None
+    assert len(n.details["objects"]) == PASS_OBJECTS and n.details["objectsNotListed"] == 7
+    assert len(json.dumps(n.details)) < 10_000
+
+
+def test_a_pass_notification_carries_no_value_only_paths() -> None:
+    secret = "s3cr3t-value"
+    live = {"spec": {"env": [{"name": "TOKEN", "value": secret}]}}
+    change = Change(
+        "Deployment/shop/web",
+        "configured",
+        paths=("spec.template.spec.containers[0].env[0].value",),
+        diff=(differences.Change("spec.template.spec.containers[0].env[0].value", "x", secret),),
+        live=live,
+        desired=live,
+    )
+    n = from_pass("apps", ChangeSet([change], revision=REV), None, Trigger("poll"), "t")
+    assert n is not None
+    for fmt in ("json", "slack", "teams"):
+        assert secret not in payload(n, fmt).decode()

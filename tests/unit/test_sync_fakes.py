@@ -27,7 +27,7 @@ from gitsync.reconcile.ledger import Claim, Declared, Ledger
 from gitsync.reconcile.reconciler import ObjectWriter, Reconciler
 from gitsync.reconcile.result import Result
 from gitsync.source import manifests
-from gitsync.source.checkout import Revision
+from gitsync.source.checkout import CommitInfo, Revision
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 from tests.support import app_yaml
 
@@ -112,6 +112,9 @@ class DirSource:
 
     def remote_sha(self) -> str:
         return f"{self.commits:040x}"
+
+    def commit_info(self, sha: str) -> CommitInfo | None:
+        return None
 
 
 class World:

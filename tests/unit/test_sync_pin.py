@@ -15,7 +15,7 @@ from gitsync.kube.client import path_of
 from gitsync.kube.events import EventRecorder
 from gitsync.model import pin as pinlib
 from gitsync.model.api import KIND
-from gitsync.source.checkout import Revision
+from gitsync.source.checkout import CommitInfo, Revision
 from tests.support import app_yaml
 from tests.unit.test_sync_fakes import World, myapp_actions
 
@@ -46,6 +46,9 @@ class CommitSource:
 
     def remote_sha(self) -> str:
         return self.world.source.remote_sha()
+
+    def commit_info(self, sha: str) -> CommitInfo | None:
+        return None
 
 
 @pytest.fixture

@@ -207,16 +207,16 @@ def test_ssh_key_lines() -> None:
 
 
 def test_a_refused_commit_is_notified_as_a_failed_sync() -> None:
-    from gitsync.daemon.notification import from_event
+    from gitsync.daemon.notification import Trigger, from_pass
+    from gitsync.engine.changeset import ChangeSet
 
-    cm = {"kind": "ConfigMap", "metadata": {"namespace": "gs", "name": "gitsync-status-x"}}
     reason = f"commit {'ab' * 20} of main not applied: unsigned: the commit carries no signature"
-    (n,) = from_event(cm, "VerificationFailed", reason, "2026-12-03T00:00:00Z")
-    assert (n.event, n.subject, n.message) == (
-        "sync.failed",
-        "ConfigMap/gs/gitsync-status-x",
-        reason,
-    )
+    refused = ChangeSet([], revision="main@sha1:" + "cd" * 20, errors=[reason])
+    refused.verification = reason
+    n = from_pass("x", refused, None, Trigger("poll"), "2026-12-03T00:00:00Z")
+    assert n is not None and (n.event, n.subject) == ("sync.failed", "instance/x")
+    assert n.message.splitlines()[-1] == reason
+    assert n.details["verification"] == reason and n.details["errors"] == [reason]
 
 
 def test_a_key_file_with_an_armored_key_and_ssh_lines_gives_both() -> None:
