@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from typing import Any
 
 from gitsync.errors import APINotFoundError, GitsyncError
@@ -38,6 +39,11 @@ class FakeCache:
 
     def items(self) -> list[Obj]:
         return list(self.objects.values())
+
+    @property
+    def version(self) -> str:
+        """Equal while the objects are (tests change ``objects`` directly)."""
+        return json.dumps(self.objects, sort_keys=True, default=str)
 
     def observe(self, obj: Obj) -> None:
         self.objects[key_of(obj)] = obj

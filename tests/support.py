@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import uuid
@@ -119,3 +120,10 @@ def write_from_server(table: Callable[[Kube, str], str], base: str) -> None:
     finally:
         kube.delete(resource_path("v1", "namespaces", None, namespace))
         kube.close()
+
+
+def sample(metrics: str, series: str) -> float | None:
+    """The value of one sample (``name`` or ``name{labels}``, as rendered) in the
+    Prometheus text format; None when it is not there."""
+    found = re.search(rf"^{re.escape(series)} (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else None

@@ -25,6 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitsync import __version__
 from gitsync.daemon import metrics as metricslib
+from gitsync.daemon import page as pagelib
 from gitsync.daemon import webhook
 from gitsync.daemon.heap import Heap
 from gitsync.daemon.hosts import AllowedHosts
@@ -41,6 +42,7 @@ from gitsync.kube.members import Membership
 from gitsync.model import fleet
 from gitsync.model import window as windowlib
 from gitsync.model.api import Obj, key_of
+from gitsync.model.myapp_status import now
 from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
 from gitsync.reconcile.controller import Controller
@@ -171,7 +173,19 @@ class Daemon:
         self._later: set[threading.Timer] = set()
         self._later_lock = threading.Lock()
         replica_of = self.membership.replica_of if self.membership is not None else None
-        page = DriftPage(controller, syncer, replica_of) if options.ui else None
+        page = None
+        if options.ui:
+            membership = self.membership
+            page = DriftPage(
+                controller,
+                syncer,
+                replica_of,
+                # who serves each bucket: the page's JSON changes with it
+                replicas=lambda: (
+                    None if membership is None else frozenset(membership.holders.items())
+                ),
+            )
+            self.pass_listeners.append(self._to_history(page))
         self.routes = Routes(self, receiver, page, AllowedHosts(options.ui_allowed_hosts))
         limits = Limits(
             request_timeout=options.http_request_timeout,
@@ -384,6 +398,14 @@ class Daemon:
         if self.controller.sharded:
             return [o for o in self.controller.myapps.items() if self.controller.serves(key_of(o))]
         return self.controller.myapps.items() if self.is_leader() else []
+
+    def _to_history(self, page: DriftPage) -> Callable[[ChangeSet, Trigger], None]:
+        def record(changes: ChangeSet, why: Trigger) -> None:
+            drifted = int(fleet.states(self._served())["drifted"])
+            entry = pagelib.pass_entry(changes, why.reason, now(), drifted, why.delivery)
+            page.record(entry)
+
+        return record
 
     def _on_stopped_leading(self) -> None:
         self.metrics.set("gitsync_leader", 0)

@@ -97,8 +97,19 @@ def render(response: Response) -> bytes:
         f"Content-Type: {response.content_type}",
         f"Content-Length: {len(data)}",
         "Connection: close",
-        "Cache-Control: no-store",
+        # unless the response says otherwise (the page's JSON: revalidated by its ETag)
+        *(() if _has(response, "Cache-Control") else ("Cache-Control: no-store",)),
         "X-Content-Type-Options: nosniff",
         *(f"{k}: {v}" for k, v in response.headers),
     ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+
+
+def _has(response: Response, name: str) -> bool:
+    return any(k.lower() == name.lower() for k, _ in response.headers)
+
+
+def header(request: Request, name: str) -> str:
+    """A request header by name, in any case ("" when absent)."""
+    wanted = name.lower()
+    return next((v for k, v in request.headers.items() if k.lower() == wanted), "")

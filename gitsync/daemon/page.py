@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from gitsync.engine import redact
 from gitsync.engine.blame import BlameRow, describe
+from gitsync.engine.changeset import ChangeSet
 from gitsync.model import order
 from gitsync.model.api import Obj, key_of
 
@@ -84,9 +85,11 @@ def apps_doc(
     deployments: Mapping[str, Obj],
     sync: Mapping[str, str] | None,
     replica_of: Callable[[str], str] | None = None,
+    history: list[Obj] | None = None,
 ) -> Obj:
     """``/api/v1/apps``: every MyApp, and the source's last sync result; with sharding
-    (``replica_of``), the replica that serves each."""
+    (``replica_of``), the replica that serves each; this replica's last passes, oldest
+    first (``history``, each a :func:`pass_entry`)."""
     apps = [
         app_doc(
             a, deployments.get(key_of(a)), None if replica_of is None else replica_of(key_of(a))
@@ -98,6 +101,27 @@ def apps_doc(
         "sync": {k: (sync or {}).get(k, "") for k in SYNC_FIELDS} if sync is not None else None,
         "apps": apps,
         "drifted": sum(1 for a in apps if a["drift"] or a["conflicts"]),
+        "history": list(history or []),
+    }
+
+
+def pass_entry(
+    changes: ChangeSet, trigger: str, time: str, drifted: int, delivery: str = ""
+) -> Obj:
+    """One pass in the page's history: when, why, at which revision, how long, what it
+    wrote, whether it failed, and how many MyApps stood drifted after it."""
+    counts = changes.counts()
+    return {
+        "time": time,
+        "revision": changes.revision,
+        "trigger": trigger + (f" {delivery}" if delivery else ""),
+        "seconds": round(changes.seconds, 3),
+        "created": counts["created"],
+        "configured": counts["configured"],
+        "pruned": counts["pruned"],
+        "failed": changes.failures(),
+        "result": "Succeeded" if changes.ok else "Failed",
+        "drifted": drifted,
     }
 
 
@@ -210,12 +234,72 @@ APPS_HEAD: Final = (
 
 def index_html(doc: Mapping[str, Any]) -> str:
     rows = "".join(app_row(a) for a in doc["apps"])
+    history = doc.get("history") or []
+    passes = "".join(pass_row(p) for p in reversed(history))
     body = (
         f"{sync_html(doc['sync'])}"
         f'<p id="summary">{len(doc["apps"])} MyApps, {doc["drifted"]} drifted</p>'
         f'<table id="apps"><thead>{apps_head(doc)}</thead><tbody>{rows}</tbody></table>'
+        "<h2>Last passes</h2>"
+        f"{timeline_svg(history)}"
+        f'<table id="passes"><thead>{PASSES_HEAD}</thead><tbody>{passes}</tbody></table>'
     )
     return _layout("gitsync: drift", "index", body)
+
+
+PASSES_HEAD: Final = (
+    "<tr><th>Time</th><th>Trigger</th><th>Revision</th><th>Seconds</th>"
+    "<th>Written</th><th>Result</th><th>Drifted</th></tr>"
+)
+
+
+def written_text(p: Mapping[str, Any]) -> str:
+    return f"{p['created']} created, {p['configured']} configured, {p['pruned']} pruned"
+
+
+def pass_row(p: Mapping[str, Any]) -> str:
+    cls = "failed" if p["result"] == "Failed" else ""
+    return (
+        f'<tr class="{cls}"><td>{_e(p["time"])}</td><td>{_e(p["trigger"])}</td>'
+        f"<td><code>{_e(_short(str(p['revision'])))}</code></td><td>{_e(p['seconds'])}</td>"
+        f"<td>{_e(written_text(p))}</td><td>{_e(p['result'])}</td><td>{_e(p['drifted'])}</td>"
+        "</tr>"
+    )
+
+
+#: the timeline's size, in SVG units
+TIMELINE: Final = (600, 90)
+
+
+def timeline_svg(history: list[Mapping[str, Any]]) -> str:
+    """The last passes drawn: a bar per pass, as tall as it was long (blue; red when it
+    failed), and the drifted MyApps after each (an orange line). Drawn here, with
+    presentation attributes only: no script, no style, and so within the page's CSP."""
+    width, height = TIMELINE
+    if not history:
+        return '<p class="muted" id="timeline">No pass yet on this replica.</p>'
+    slot = width / max(len(history), 1)
+    longest = max(float(p["seconds"]) for p in history) or 1.0
+    most = max(int(p["drifted"]) for p in history) or 1
+    parts = []
+    points = []
+    for i, p in enumerate(history):
+        h = max(1.0, (height - 10) * float(p["seconds"]) / longest)
+        x = i * slot
+        colour = "#a4161a" if p["result"] == "Failed" else "#3b6ea5"
+        tip = f"{p['time']}: {p['trigger']}, {p['seconds']} s, {p['drifted']} drifted"
+        parts.append(
+            f'<rect x="{x + slot * 0.15:.1f}" y="{height - h:.1f}" width="{slot * 0.7:.1f}" '
+            f'height="{h:.1f}" fill="{colour}"><title>{_e(tip)}</title></rect>'
+        )
+        y = height - 5 - (height - 10) * int(p["drifted"]) / most
+        points.append(f"{x + slot / 2:.1f},{y:.1f}")
+    line = f'<polyline points="{" ".join(points)}" fill="none" stroke="#e8a317" stroke-width="2"/>'
+    return (
+        f'<svg id="timeline" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}"><title>Pass durations (bars, longest {longest:g} s) and drifted '
+        f"MyApps (line, most {most})</title>{''.join(parts)}{line}</svg>"
+    )
 
 
 def apps_head(doc: Mapping[str, Any]) -> str:
@@ -262,6 +346,7 @@ vertical-align:top}th{background:#eef0f3}ul{margin:0;padding-left:1.2em}code{fon
 .muted{color:#7a8394}.badge{border-radius:3px;padding:0 .4em;background:#e3e6ea}
 .available,.succeeded{background:#d4f4dd}.degraded,.failed{background:#f9d6d5}
 .progressing{background:#fdf1c7}tr.drifted,tr.drift{background:#fff6e0}
+tr.failed{background:#fdeceb}#timeline{display:block;margin:.5em 0;background:#fff}
 tr.conflict,li.conflict{color:#a4161a}li.held{color:#9c6500}.ok{color:#2b8a3e}.bad{color:#a4161a}.warn{color:#9c6500}
 """
 
@@ -339,12 +424,25 @@ SCRIPT: Final = """\
     if (s.pinned) t += " · " + s.pinned.split("\\n").join(" · ");
     return t;
   }
+  function passRow(p) {
+    var tr = el("tr", null, p.result === "Failed" ? "failed" : "");
+    tr.appendChild(el("td", p.time));
+    tr.appendChild(el("td", p.trigger));
+    var rev = el("td"); rev.appendChild(el("code", short(p.revision))); tr.appendChild(rev);
+    tr.appendChild(el("td", show(p.seconds)));
+    tr.appendChild(el("td", p.created + " created, " + p.configured + " configured, " +
+      p.pruned + " pruned"));
+    tr.appendChild(el("td", p.result));
+    tr.appendChild(el("td", show(p.drifted)));
+    return tr;
+  }
   function render(doc) {
     if (view === "app") {
       fill("app", [appRow(doc.app)]);
       fill("blame", doc.blame.map(blameRow));
     } else {
       fill("apps", doc.apps.map(appRow));
+      fill("passes", doc.history.slice().reverse().map(passRow));
       document.getElementById("sync").textContent = syncText(doc.sync);
       document.getElementById("summary").textContent =
         doc.apps.length + " MyApps, " + doc.drifted + " drifted";
@@ -356,11 +454,21 @@ SCRIPT: Final = """\
     url += "/" + encodeURIComponent(document.body.dataset.namespace) + "/" +
       encodeURIComponent(document.body.dataset.name);
   }
+  // "no-cache": the browser asks with the ETag it holds and the daemon answers 304,
+  // no body, while nothing changed; the tables are rebuilt only when something did
+  var seen = null;
   function poll() {
-    fetch(url, {cache: "no-store"}).then(function (r) {
+    fetch(url, {cache: "no-cache"}).then(function (r) {
       if (!r.ok) throw new Error(r.status);
+      var tag = r.headers.get("ETag");
+      if (tag && tag === seen) return null;
+      seen = tag;
       return r.json();
-    }).then(render).catch(function () {
+    }).then(function (doc) {
+      if (doc) render(doc);
+      else document.getElementById("updated").textContent =
+        "updated " + new Date().toLocaleTimeString();
+    }).catch(function () {
       document.getElementById("updated").textContent = "not updated: the daemon did not answer";
     }).finally(function () { setTimeout(poll, 1000); });
   }

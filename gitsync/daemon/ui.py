@@ -11,13 +11,16 @@ declares it. Commits per line need a clone with history (``gitsync blame``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 
 from gitsync.daemon import page
-from gitsync.daemon.httpproto import Request, Response
+from gitsync.daemon.httpproto import Request, Response, header
 from gitsync.engine.blame import GitView, blame
 from gitsync.gitops.sync import Syncer
 from gitsync.model.api import Obj
@@ -30,17 +33,36 @@ _APP_API: Final = re.compile(rf"/api/v1/apps/({_NAME})/({_NAME})")
 ROUTES: Final = ("/", "/ui.js", "/ui.css", "/api/v1/apps")
 
 
+#: the passes the page lists (and draws)
+HISTORY: Final = 30
+
+
 class DriftPage:
     def __init__(
         self,
         controller: Controller,
         syncer: Syncer | None,
         replica_of: Callable[[str], str] | None = None,
+        replicas: Callable[[], object] = lambda: None,
     ) -> None:
         #: with sharding, who serves a MyApp (by key), as the member Leases last said
         self.replica_of = replica_of
+        #: something equal as long as ``replica_of`` answers the same (the page's ETag)
+        self.replicas = replicas
         self.controller = controller
         self.syncer = syncer
+        #: the last passes of this replica, oldest first (``record``)
+        self.history: deque[Obj] = deque(maxlen=HISTORY)
+        #: /api/v1/apps as last rendered: (what it was rendered from, body, ETag); an
+        #: open page asks every second, and the body is built again only when one of
+        #: the caches, the sync state, the history or who serves what has changed
+        self._apps: tuple[object, str, str] | None = None
+        self._lock = threading.Lock()
+
+    def record(self, entry: Obj) -> None:
+        """A pass of this replica, for the history (see :func:`page.pass_entry`)."""
+        with self._lock:
+            self.history.append(entry)
 
     def handles(self, path: str) -> bool:
         return path in ROUTES or bool(_APP_PAGE.fullmatch(path) or _APP_API.fullmatch(path))
@@ -54,18 +76,20 @@ class DriftPage:
             return Response(200, page.SCRIPT, "text/javascript; charset=utf-8", _headers())
         if path == "/ui.css":
             return Response(200, page.STYLE, "text/css; charset=utf-8", _headers())
-        if path in ("/", "/api/v1/apps"):
-            doc = self.apps()
-            if path == "/":
-                return Response(200, page.index_html(doc), "text/html; charset=utf-8", _headers())
-            return _json(doc)
+        if path == "/":
+            html = page.index_html(self.apps())
+            return Response(200, html, "text/html; charset=utf-8", _headers())
+        if path == "/api/v1/apps":
+            body, etag = self._apps_json()
+            return _conditional(request, body, etag)
         m = _APP_PAGE.fullmatch(path) or _APP_API.fullmatch(path)
         assert m is not None  # handles() said so
         app = self.app(m.group(1), m.group(2))
         if app is None:
             return Response(404, "no such MyApp\n", headers=_headers())
         if path.startswith("/api/"):
-            return _json(app)
+            body = json.dumps(app, default=str)
+            return _conditional(request, body, _etag(body))
         return Response(200, page.app_html(app), "text/html; charset=utf-8", _headers())
 
     # --- documents ---------------------------------------------------------------------------
@@ -75,9 +99,33 @@ class DriftPage:
             f"{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
             for d in self.controller.deployments.items()
         }
+        with self._lock:
+            history = list(self.history)
         return page.apps_doc(
-            self.controller.myapps.items(), deployments, self._sync_state(), self.replica_of
+            self.controller.myapps.items(),
+            deployments,
+            self._sync_state(),
+            self.replica_of,
+            history,
         )
+
+    def _apps_json(self) -> tuple[str, str]:
+        with self._lock:
+            basis = (
+                self.controller.myapps.version,
+                self.controller.deployments.version,
+                json.dumps(self._sync_state(), sort_keys=True),
+                len(self.history),
+                self.history[-1] if self.history else None,
+                self.replicas(),
+            )
+            if self._apps is not None and self._apps[0] == basis:
+                return self._apps[1], self._apps[2]
+        body = json.dumps(self.apps(), default=str)
+        etag = _etag(body)
+        with self._lock:
+            self._apps = (basis, body, etag)
+        return body, etag
 
     def app(self, namespace: str, name: str) -> Obj | None:
         key = f"{namespace}/{name}"
@@ -116,5 +164,17 @@ def _headers() -> tuple[tuple[str, str], ...]:
     return page.SECURITY_HEADERS
 
 
-def _json(doc: Obj) -> Response:
-    return Response(200, json.dumps(doc, default=str), "application/json", _headers())
+def _etag(body: str) -> str:
+    return '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
+
+
+def _conditional(request: Request, body: str, etag: str) -> Response:
+    """The JSON, or 304 and no body when the client holds it already (``If-None-Match``):
+    an open page that asks every second downloads only what changed. ``no-cache``: kept,
+    but asked about each time."""
+    own = tuple(h for h in _headers() if h[0] != "Cache-Control")
+    headers = (*own, ("ETag", etag), ("Cache-Control", "no-cache"))
+    held = {t.strip() for t in header(request, "If-None-Match").split(",")}
+    if etag in held or "*" in held:
+        return Response(304, "", "application/json", headers)
+    return Response(200, body, "application/json", headers)

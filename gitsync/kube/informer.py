@@ -79,6 +79,9 @@ class Informer:
         self._transform: Transform = transform or _whole
         self._last: Obj | None = None
         self.cache: dict[str, Obj] = {}
+        #: grows with every change to the cache (or event that may be one): a reader that
+        #: saw the same version reads the same cache (the drift page's ETag)
+        self.version = 0
         #: the cache holds every object as of this resourceVersion (list, event, bookmark)
         self._complete_at = ""
         #: deleted keys, oldest first
@@ -111,6 +114,7 @@ class Informer:
             fresh = not self._deleted(key, obj) if old is None else _newer(obj, old)
             if fresh:
                 self.cache[key] = obj
+                self.version += 1
 
     def _kept(self, key: str, obj: Obj) -> Obj:
         """What the cache keeps of ``obj``: the transform, given the version it
@@ -238,6 +242,7 @@ class Informer:
         gone: list[Obj] = []
         with self._lock:
             old, self.cache = self.cache, items
+            self.version += 1
             self._complete_at = rv
             # the list is the whole truth at ``rv``: older tombstones are not needed
             # with integer resourceVersions; only what vanished since is kept
@@ -308,6 +313,7 @@ class Informer:
         obj = self._kept(key, obj)
         with self._lock:
             self._complete_at = _rv(obj) or self._complete_at
+            self.version += 1
             if kind == "DELETED":
                 self.cache.pop(key, None)
                 self._bury(key, obj, _rv(obj))  # a DELETED event carries the deletion's RV

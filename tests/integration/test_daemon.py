@@ -19,7 +19,7 @@ from gitsync.kube.client import Kube
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.gitserver import Upstream, free_port
 from tests.integration.test_sync import syncer
-from tests.support import app_yaml, get, wait_until
+from tests.support import app_yaml, get, sample, wait_until
 
 SECRET = b"hook-secret-for-tests"
 
@@ -117,7 +117,7 @@ def test_webhook_with_valid_signature_syncs_now(
     print(f"webhook to applied: {time.monotonic() - start:.2f}s")
     _, metrics = webhook_daemon.http("GET", "/metrics")
     assert 'gitsync_webhook_requests_total{result="accepted"} 1' in metrics
-    assert 'gitsync_sync_total{result="success"}' in metrics
+    assert (sample(metrics, 'gitsync_sync_total{result="success"}') or 0) >= 1
     assert "gitsync_leader 1" in metrics
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Dialog, Page, sync_playwright
+from playwright.sync_api import Dialog, Page, Response, sync_playwright
 
 from gitsync.kube.client import Kube
 from gitsync.model import rollout
@@ -134,3 +134,42 @@ def test_browser_shows_a_rollback_hold_on_the_open_page(
         "held: rolled back from main@sha1:bad to main@sha1:good "
         "(ReplicaSet web-1 has timed out progressing.)"
     )
+
+
+def test_an_open_page_downloads_only_what_changed_and_lists_the_passes(
+    page_daemon: Running,  # noqa: F811
+    browser_page: Page,
+    kubectl_bin: str,
+    kubeconfig: str,
+    namespace: str,
+) -> None:
+    """The page asks every second with the ETag it holds: 304 and no body while nothing
+    changes, the JSON again once something does. The first pass is in its history."""
+    page = browser_page
+    seen: list[tuple[int, int]] = []  # (status, body bytes) of each /api/v1/apps answer
+
+    def on_response(response: Response) -> None:
+        if response.url.endswith("/api/v1/apps"):
+            seen.append((response.status, response.request.sizes()["responseBodySize"]))
+
+    page.on("response", on_response)
+    page.goto(page_daemon.base + "/")
+    assert page.locator("#passes tbody tr").count() >= 1  # the first sync
+    assert page.locator("svg#timeline rect").count() >= 1
+    # settled (the Deployments' Pods started): three answers in a row without a body
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and seen[-3:] != [(304, 0)] * 3:
+        page.wait_for_timeout(500)
+    start = len(seen)
+    page.wait_for_timeout(4500)
+    quiet = seen[start:]
+    assert len(quiet) >= 3, quiet
+    assert all(status == 304 and size == 0 for status, size in quiet), quiet
+    full = len(json.dumps(page_daemon.daemon.routes.page.apps()))  # type: ignore[union-attr]
+    print(
+        f"page polls, quiet: {sum(s for _, s in quiet) * 60 / 4.5:.0f} body bytes/min "
+        f"(the JSON each time would be {full * 60} bytes/min)"
+    )
+    kubectl(kubectl_bin, kubeconfig, "-n", namespace, "scale", "deployment/web", "--replicas=4")
+    page.locator("#apps tbody tr.drifted", has_text="spec.replicas").wait_for(timeout=5000)
+    assert any(status == 200 and size > 0 for status, size in seen[len(quiet) :]), seen

@@ -22,7 +22,7 @@ from tests.gitserver import Upstream, free_port
 from tests.integration.test_daemon import Running, running_daemon
 from tests.integration.test_sync import state_of, syncer
 from tests.signing import Signer, commit, keys_dir, tag
-from tests.support import app_yaml, get, wait_until
+from tests.support import app_yaml, get, sample, wait_until
 
 GITSYNC = str(Path(sys.executable).parent / "gitsync")
 
@@ -151,7 +151,9 @@ def test_the_daemon_refuses_an_ssh_signed_commit_by_another_key_and_recovers(
     commit(upstream, {"apps/one.yaml": None, "apps/two.yaml": app_yaml(namespace, "two")}, eve)
     metric = 'gitsync_verification_failures_total{reason="untrusted-key"}'
     wait_until(
-        lambda: metric in verifying_daemon.http("GET", "/metrics")[1], timeout=30, what=metric
+        lambda: (sample(verifying_daemon.http("GET", "/metrics")[1], metric) or 0) >= 1,
+        timeout=30,
+        what=metric,
     )
     assert get(kube, "MyApp", namespace, "two") is None
     assert get(kube, "MyApp", namespace, "one") is not None  # not pruned
@@ -184,7 +186,9 @@ def test_the_daemon_refuses_a_signed_rollback_and_keeps_what_it_applied(
     upstream.wgit("push", "--quiet", "--force", "origin", f"{first}:refs/heads/main")
     metric = 'gitsync_verification_failures_total{reason="not-a-descendant"}'
     wait_until(
-        lambda: metric in verifying_daemon.http("GET", "/metrics")[1], timeout=30, what=metric
+        lambda: (sample(verifying_daemon.http("GET", "/metrics")[1], metric) or 0) >= 1,
+        timeout=30,
+        what=metric,
     )
     # the API server: nothing of the old commit applied, nothing pruned
     assert image(kube, namespace, "one") == "app:fixed"

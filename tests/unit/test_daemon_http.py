@@ -197,7 +197,8 @@ class FakeHost:
 
 def routes(host: FakeHost, rate: float = 100.0, burst: int = 100, ui: bool = False) -> Routes:
     fake = SimpleNamespace(
-        myapps=SimpleNamespace(items=list), deployments=SimpleNamespace(items=list)
+        myapps=SimpleNamespace(items=list, version=0),
+        deployments=SimpleNamespace(items=list, version=0),
     )
     page = DriftPage(cast(Controller, fake), None) if ui else None
     return Routes(host, Receiver(SECRET, rate, burst), page)
@@ -299,7 +300,7 @@ def test_no_ui_turns_the_page_off() -> None:
     for r in (on, off):
         assert r.handle(get("/metrics")).status == 200 and r.handle(get("/healthz")).status == 200
     doc = json.loads(on.handle(get("/api/v1/apps")).body)
-    assert doc == {"sync": None, "apps": [], "drifted": 0}  # the operator alone
+    assert doc == {"sync": None, "apps": [], "drifted": 0, "history": []}  # the operator alone
 
 
 @pytest.mark.parametrize("served", [{"ui_allowed_hosts": ("gitsync.example.com",)}], indirect=True)
