@@ -15,7 +15,6 @@ from gitsync.cli.options import (
     cluster_options,
     expected_errors,
     opt,
-    output_option,
 )
 from gitsync.cli.report import drift_rows, render_details, render_table
 from gitsync.errors import APIForbiddenError, APINotFoundError, one_line, printable
@@ -65,7 +64,15 @@ def replicas(kube: Kube, status_namespace: str, lease_name: str | None) -> dict[
 @opt("--instance-repo", env="INSTANCE_REPO", default="", help="As for sync.")
 @opt("--ref", env="REF", default="main", show_default=True, help="As for sync.")
 @opt("--path", env="PATH_IN_REPO", default=".", show_default=True, help="As for sync.")
-@output_option
+@opt(
+    "-o",
+    "--output",
+    env="OUTPUT",
+    type=click.Choice(["text", "wide", "json", "yaml"]),
+    default="text",
+    show_default=True,
+    help="wide: the table with READY, REVISION and IMAGE too.",
+)
 @expected_errors(2)
 def drift(output: str, all_namespaces: bool, **kw: Any) -> None:
     """The cluster drift report, read from MyApp status. Exit 0 none, 1 drift, 2 error.
@@ -93,9 +100,9 @@ def drift(output: str, all_namespaces: bool, **kw: Any) -> None:
     else:
         states = StateWriter.read_all(kube, status_namespace)
     drifted = any(r["drifted"] for r in rows)
-    if output == "text":
+    if output in ("text", "wide"):
         if rows:
-            click.echo(render_table(rows), nl=False)
+            click.echo(render_table(rows, wide=output == "wide"), nl=False)
             if drifted or any(r["held"] for r in rows):
                 click.echo("\n" + render_details(rows), nl=False)
         else:  # as kubectl says it: an empty table would read as a failure to list

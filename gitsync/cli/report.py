@@ -13,10 +13,28 @@ from gitsync.model.shards import bucket_of
 
 
 def _condition(app: Obj, type_: str) -> str:
+    return str((_conditions(app, type_) or {}).get("status", "Unknown"))
+
+
+def _conditions(app: Obj, type_: str) -> Obj | None:
     for c in (app.get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return str(c.get("status", "Unknown"))
-    return "Unknown"
+        if isinstance(c, dict) and c.get("type") == type_:
+            return c
+    return None
+
+
+def since_of(app: Obj, drift: list[Obj]) -> tuple[str, bool]:
+    """When the drift began, and whether that is gitsync's own observation: the earliest
+    time the API server recorded for a drifted field (its managedFields entry), else,
+    when it recorded none (a change through ``/scale`` carries no time), when gitsync
+    first saw the drift (the Drifted condition's transition)."""
+    recorded = [str(d["time"]) for d in drift if d.get("time")]
+    if recorded:
+        return min(recorded), False
+    seen = _conditions(app, "Drifted") or {}
+    if drift and seen.get("status") == "True" and seen.get("lastTransitionTime"):
+        return str(seen["lastTransitionTime"]), True
+    return "", False
 
 
 def drift_rows(apps: list[Obj], replicas: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
@@ -25,7 +43,7 @@ def drift_rows(apps: list[Obj], replicas: Mapping[int, str] | None = None) -> li
     rows = []
     for app in sorted(apps, key=lambda a: (a["metadata"]["namespace"], a["metadata"]["name"])):
         drift = (app.get("status") or {}).get("drift") or []
-        since = min((str(d.get("time") or "") for d in drift), default="")
+        since, seen = since_of(app, drift)
         meta = app["metadata"]
         served = {}
         if replicas is not None:
@@ -40,7 +58,13 @@ def drift_rows(apps: list[Obj], replicas: Mapping[int, str] | None = None) -> li
                 "paths": [f"{d.get('object')} {d.get('path')}" for d in drift],
                 "changedBy": sorted({str(d.get("manager") or "unknown") for d in drift}),
                 "since": since,
+                # since is when gitsync first saw it: the server recorded no time
+                "sinceSeen": seen,
                 "drift": drift,
+                # -o wide
+                "ready": _condition(app, "Ready"),
+                "image": (app.get("spec") or {}).get("image") or "",
+                "revision": ((app.get("status") or {}).get("source") or {}).get("revision", ""),
                 "held": order.held(app.get("status")),
             }
         )
@@ -48,11 +72,14 @@ def drift_rows(apps: list[Obj], replicas: Mapping[int, str] | None = None) -> li
 
 
 COLUMNS = ("NAMESPACE", "NAME", "SYNCED", "DRIFTED", "PATHS", "CHANGED BY", "SINCE")
+#: -o wide, as kubectl: more columns after the same ones
+WIDE = ("READY", "REVISION", "IMAGE")
 
 
-def render_table(rows: list[dict[str, Any]]) -> str:
+def render_table(rows: list[dict[str, Any]], wide: bool = False) -> str:
     sharded = any("replica" in r for r in rows)
-    table = [COLUMNS + (("REPLICA",) if sharded else ())] + [
+    head = COLUMNS + (("REPLICA",) if sharded else ()) + (WIDE if wide else ())
+    table = [head] + [
         (
             r["namespace"],
             r["name"],
@@ -60,8 +87,13 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             "True" if r["drifted"] else "False",
             ",".join(r["paths"]) or "<none>",
             ",".join(r["changedBy"]) or "<none>",
-            r["since"] or "<none>",
+            (r["since"] + (" (seen)" if r["sinceSeen"] else "")) or "<none>",
             *((r.get("replica") or "<none>",) if sharded else ()),
+            *(
+                (r["ready"], _short(r["revision"]) or "<none>", r["image"] or "<none>")
+                if wide
+                else ()
+            ),
         )
         for r in rows
     ]
@@ -96,3 +128,9 @@ def render_details(rows: list[dict[str, Any]]) -> str:
 
 def _value(v: Any) -> str:
     return json.dumps(v, default=str) if v is not None else "<none>"
+
+
+def _short(revision: str) -> str:
+    """main@sha1:<40 hex> as main@1a2b3c4, as the drift page shows it."""
+    ref, sep, sha = revision.partition("@sha1:")
+    return f"{ref}@{sha[:7]}" if sep else revision

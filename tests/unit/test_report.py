@@ -88,3 +88,50 @@ def test_with_sharding_each_row_names_its_replica_and_the_table_has_the_column()
     plain = drift_rows([app([])])
     assert "replica" not in plain[0]
     assert "REPLICA" not in render_table(plain)
+
+
+SCALED: dict[str, object] = {
+    "object": "Deployment/cart",
+    "path": "spec.replicas",
+    "manager": "kubectl",
+}
+EDITED: dict[str, object] = {**SCALED, "path": "spec.template", "time": "2026-12-05T09:00:00Z"}
+
+
+def drifted_app(
+    drift: list[dict[str, object]], seen: str = "2026-12-05T10:00:00Z"
+) -> dict[str, object]:
+    return {
+        "metadata": {"namespace": "shop", "name": "cart"},
+        "spec": {"image": "web:1.2"},
+        "status": {
+            "drift": drift,
+            "source": {"revision": "main@sha1:" + "ab" * 20},
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "Drifted", "status": "True", "lastTransitionTime": seen},
+            ],
+        },
+    }
+
+
+def test_since_is_the_servers_time_else_when_gitsync_first_saw_it_marked() -> None:
+    # a kubectl scale: the server records no time for /scale
+    (row,) = drift_rows([drifted_app([SCALED])])
+    assert (row["since"], row["sinceSeen"]) == ("2026-12-05T10:00:00Z", True)
+    assert "2026-12-05T10:00:00Z (seen)" in render_table([row])
+    # a field with a time: the earliest time the server recorded, not gitsync's
+    (row,) = drift_rows([drifted_app([SCALED, EDITED])])
+    assert (row["since"], row["sinceSeen"]) == ("2026-12-05T09:00:00Z", False)
+    assert "(seen)" not in render_table([row])
+    # no drift: no since, whatever the condition says
+    (row,) = drift_rows([drifted_app([])])
+    assert (row["since"], row["sinceSeen"]) == ("", False)
+
+
+def test_wide_adds_ready_revision_and_image_after_the_same_columns() -> None:
+    rows = drift_rows([drifted_app([EDITED])])
+    narrow, wide = render_table(rows).splitlines(), render_table(rows, wide=True).splitlines()
+    assert wide[0].split()[-3:] == ["READY", "REVISION", "IMAGE"]
+    assert wide[0].startswith(narrow[0])
+    assert wide[1].split()[-3:] == ["True", "main@abababa", "web:1.2"]
