@@ -14,6 +14,8 @@ what several commands build from them in :mod:`gitsync.cli.common`; this module 
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from gitsync import __version__
@@ -22,7 +24,7 @@ from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
 from gitsync.cli.options import opt
-from gitsync.cli.plugin import completion
+from gitsync.cli.plugin import PLUGIN, complete, completion
 from gitsync.cli.rollback import resume, rollback
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
@@ -57,3 +59,13 @@ def version() -> None:
 
 for command in (validate, sync, diff, drift, run, blame_command, rollback, resume, completion):
     main.add_command(command)
+
+
+def kubectl_main() -> None:
+    """The ``kubectl-gitsync`` console script: gitsync, named as kubectl users call it."""
+    main.main(prog_name=PLUGIN)
+
+
+def kubectl_complete() -> None:
+    """The ``kubectl_complete-gitsync`` console script (see :mod:`gitsync.cli.plugin`)."""
+    complete(main, sys.argv[1:])

@@ -10,7 +10,6 @@ prints click's completion script for bash, zsh or fish.
 
 from __future__ import annotations
 
-import sys
 from typing import Final
 
 import click
@@ -22,21 +21,12 @@ _FILES: Final = 0
 _NO_FILES: Final = 4
 
 
-def kubectl_main() -> None:
-    """The ``kubectl-gitsync`` console script: gitsync, named as kubectl users call it."""
-    from gitsync.cli.app import main  # (app imports this module for ``completion``)
-
-    main.main(prog_name=PLUGIN)
-
-
-def kubectl_complete(argv: list[str] | None = None) -> None:
-    """The ``kubectl_complete-gitsync`` console script: the candidates for the last
-    word of ``argv`` (the words after ``kubectl gitsync``), in Cobra's protocol."""
-    words = list(sys.argv[1:] if argv is None else argv)
+def complete(root: click.Group, argv: list[str]) -> None:
+    """For ``kubectl_complete-gitsync``: the candidates for the last word of ``argv``
+    (the words after ``kubectl gitsync``), in Cobra's protocol."""
+    words = list(argv)
     incomplete = words.pop() if words else ""
-    from gitsync.cli.app import main
-
-    completer = ShellComplete(main, {}, PLUGIN, "_KUBECTL_GITSYNC_COMPLETE")
+    completer = ShellComplete(root, {}, PLUGIN, "_KUBECTL_GITSYNC_COMPLETE")
     directive = _NO_FILES
     for item in completer.get_completions(words, incomplete):
         if item.type in ("file", "dir"):

@@ -584,7 +584,7 @@ class Syncer:
             firsts[key] = time.monotonic() + done.requeue_after
             self.controller.requeue(key, done.requeue_after)
         assert done.action != "failed"  # (a failure carries its error)
-        return Change(who, done.action, reason=done.held, hold=done.hold)
+        return Change(who, done.action, paths=done.paths, reason=done.held, hold=done.hold)
 
     def _first_statuses(self, pool: ThreadPoolExecutor, firsts: dict[str, float]) -> None:
         """Write, with the pass's own threads, the first statuses held back that are due

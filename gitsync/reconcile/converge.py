@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from gitsync.engine import drift as driftlib
+from gitsync.engine.changeset import changes_of
 from gitsync.engine.differences import strip_server_fields
 from gitsync.engine.planner import Decision, Policy, Step, decide
 from gitsync.kube.interfaces import Writer
@@ -27,6 +28,8 @@ class Outcome:
     drift: list[driftlib.DriftItem] = field(default_factory=list)
     #: drift taken back from one-off tools in this step (policy correct)
     corrected: list[driftlib.DriftItem] = field(default_factory=list)
+    #: configured: the paths of the fields this step wrote a new value to
+    paths: tuple[str, ...] = ()
 
 
 def converge(applier: Writer, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
@@ -49,7 +52,9 @@ def execute(applier: Writer, step: Step) -> Outcome:
         log.debug("%s: fast path differed, dry-run did not", step.subject)
         return Outcome("unchanged", step.live, list(step.drift))
     applied = applier.apply(step.body, force=step.force)
-    return Outcome("configured", applied, list(step.drift), list(step.corrected))
+    # what changed, as diff shows it (worked out for a write only: a write is rare)
+    paths = changes_of(step)[0].paths
+    return Outcome("configured", applied, list(step.drift), list(step.corrected), paths)
 
 
 def _confirmed(applier: Writer, body: Obj, live: Obj) -> bool:

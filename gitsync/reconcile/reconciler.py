@@ -211,11 +211,18 @@ class Reconciler:
             elif not permanent:
                 return Result(error=error, action=action, held=held, hold=hold)
         if outcome is not None and (wait := self._first_status_wait(rec, myapp, outcome)):
-            return Result(requeue_after=wait, action=action, outcome=outcome, held=held, hold=hold)
+            return Result(
+                requeue_after=wait,
+                action=action,
+                outcome=outcome,
+                held=held,
+                hold=hold,
+                paths=served.paths,
+            )
         self._status(key, rec, myapp, items, outcome, error, state)
         if error:
             return Result(permanent=permanent, error=error, action=action, held=held, hold=hold)
-        return Result(action=action, outcome=outcome, held=held, hold=hold)
+        return Result(action=action, outcome=outcome, held=held, hold=hold, paths=served.paths)
 
     def _judge_rollout(
         self, key: str, rec: Record, served: Served, outcome: Outcome
@@ -379,7 +386,7 @@ class Reconciler:
         if myapp is None:
             return None
         rb = held.rollback if held else None
-        return Served(myapp, list(res.drift), res.action, git, rb, None, verdict.frozen)
+        return Served(myapp, list(res.drift), res.action, git, rb, None, verdict.frozen, res.paths)
 
     def _through_window(self, myapp: Obj, verdict: Verdict) -> None:
         """A change applied through a closed window: logged, recorded as an Event, and

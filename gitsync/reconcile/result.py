@@ -39,6 +39,8 @@ class Result:
     held: str = ""
     #: what holds it ("" when nothing does)
     hold: Hold = ""
+    #: the paths of the MyApp's fields written (``action`` configured)
+    paths: tuple[str, ...] = ()
 
     @property
     def retry(self) -> bool:
@@ -77,6 +79,8 @@ class Served:
     wait: orderlib.Wait | None = None
     #: drift is reported, not corrected (a closed window under --windows-block-corrections)
     frozen: bool = False
+    #: configured: the paths of the MyApp's fields the step changed
+    paths: tuple[str, ...] = ()
 
     def held(self) -> tuple[str, Hold]:
         """Why Git's spec is not what runs, and what holds it (("", "") when nothing)."""

@@ -148,8 +148,9 @@ def test_each_pass_is_one_message_saying_what_changed_why_and_from_which_commit(
         assert a["action"] == "configured" and "spec.image" in a["paths"]
         assert "Drop c, a to web:2" in second["message"]
 
-        # a broken file and SIGHUP: one sync.failed naming it, and the guard's skip
-        upstream.commit({"apps/broken.yaml": "kind: [\n"}, "Break it")
+        # a broken file (and b removed) and SIGHUP: one sync.failed naming the file, and
+        # the guard's skip of b's prune
+        upstream.commit({"apps/b.yaml": None, "apps/broken.yaml": "kind: [\n"}, "Break it")
         daemon.proc.send_signal(signal.SIGHUP)
         third = wait_until(lambda: passes()[2:], timeout=30, what="the failed pass told")[0]
         assert third["event"] == "sync.failed"

@@ -68,7 +68,7 @@ def test_kubectl_completes_commands_flags_and_values_through_the_plugin(kubectl_
     assert commands == ["drift"] and directive == ":4"  # no file names offered
     assert "diff" in completions(kubectl_bin, "")[0]
     assert completions(kubectl_bin, "drift", "--out")[0] == ["--output"]
-    assert completions(kubectl_bin, "drift", "-o", "")[0] == ["text", "json", "yaml"]
+    assert completions(kubectl_bin, "drift", "-o", "")[0] == ["text", "wide", "json", "yaml"]
     # a path: left to the shell to complete (Cobra's default directive)
     assert completions(kubectl_bin, "sync", "--cache-dir", "") == ([], ":0")
 
