@@ -169,3 +169,30 @@ def test_drift_with_no_myapps_says_so_like_kubectl(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == f"No MyApps found in namespace {namespace}.\n"
     assert "NAMESPACE" not in proc.stdout  # no empty table
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_every_command_prints_data_alone_on_stdout_as_its_output_format_says(
+    kubeconfig: str, namespace: str, synced: Path, tmp_path: Path, fmt: str
+) -> None:
+    """Errors and logs go to stderr, data to stdout: each command's stdout parses as
+    the -o it was given, whether it found something to say or failed on a MyApp."""
+    import yaml
+
+    parse = json.loads if fmt == "json" else yaml.safe_load
+    status = ("--status-namespace", namespace)
+    (synced / "apps" / "web.yaml").write_text(app_yaml(namespace, "web", replicas=3, port=8080))
+    (synced / "apps" / "bad.yaml").write_text(app_yaml("kube-system", "bad"))  # refused
+    runs = {
+        "diff": gitsync(kubeconfig, "diff", *common(synced, namespace), *status, "-o", fmt),
+        "drift": gitsync(kubeconfig, "drift", "-n", namespace, *status, "-o", fmt),
+        "blame": gitsync(kubeconfig, "blame", f"MyApp/{namespace}/web", "-o", fmt),
+        "sync": gitsync(kubeconfig, "sync", *common(synced, namespace), *status, "-o", fmt),
+    }
+    for name, proc in runs.items():
+        assert proc.returncode in (0, 1, 2), (name, proc.stderr)
+        doc = parse(proc.stdout)
+        assert isinstance(doc, dict) and doc, (name, proc.stdout[:200])
+        assert "Traceback" not in proc.stderr, name
+    # the refused MyApp is said on stderr or in the data, never as stray lines on stdout
+    assert "kube-system" in runs["sync"].stdout + runs["sync"].stderr
