@@ -111,9 +111,12 @@ def events(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
     ]
 
 
-def run_once(s: Syncer, controller: Controller) -> str:
-    """One pass of the daemon's sync job; its metrics."""
+def run_once(s: Syncer, controller: Controller, notifier: Notifier | None = None) -> str:
+    """One pass of the daemon's sync job (told to ``notifier``, as ``gitsync run`` does);
+    its metrics."""
     daemon = Daemon(controller, s, DaemonOptions(listen="127.0.0.1:0", leader_elect=False))
+    if notifier is not None:
+        daemon.pass_listeners.append(notifier.on_pass(s.identity.name, s.source))
     try:
         daemon.sync_once()
         return daemon.metrics.render()
@@ -180,7 +183,7 @@ def test_an_unexpected_exception_is_a_recorded_failure_not_a_silent_one(
     notified: tuple[Receiver, Notifier],  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    receiver, _ = notified
+    receiver, notifier = notified
     upstream.commit({"apps/a.yaml": app_yaml(namespace, "a")})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
     assert run_once(s, controller)
@@ -193,7 +196,7 @@ def test_an_unexpected_exception_is_a_recorded_failure_not_a_silent_one(
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(manifests, "load", crash)
-    metrics = run_once(s, controller)
+    metrics = run_once(s, controller, notifier)
 
     assert 'gitsync_sync_total{result="failure"} 1' in metrics, metrics
     state = state_of(s)
