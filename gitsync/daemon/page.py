@@ -269,6 +269,8 @@ def pass_row(p: Mapping[str, Any]) -> str:
 
 #: the timeline's size, in SVG units
 TIMELINE: Final = (600, 90)
+#: the passes the page keeps, lists and draws (a slot each on the timeline)
+HISTORY: Final = 30
 
 
 def timeline_svg(history: list[Mapping[str, Any]]) -> str:
@@ -278,7 +280,7 @@ def timeline_svg(history: list[Mapping[str, Any]]) -> str:
     width, height = TIMELINE
     if not history:
         return '<p class="muted" id="timeline">No pass yet on this replica.</p>'
-    slot = width / max(len(history), 1)
+    slot = width / max(len(history), HISTORY)  # one pass is a narrow bar, not the width
     longest = max(float(p["seconds"]) for p in history) or 1.0
     most = max(int(p["drifted"]) for p in history) or 1
     parts = []

@@ -33,8 +33,7 @@ _APP_API: Final = re.compile(rf"/api/v1/apps/({_NAME})/({_NAME})")
 ROUTES: Final = ("/", "/ui.js", "/ui.css", "/api/v1/apps")
 
 
-#: the passes the page lists (and draws)
-HISTORY: Final = 30
+HISTORY: Final = page.HISTORY
 
 
 class DriftPage:

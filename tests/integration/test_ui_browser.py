@@ -74,7 +74,7 @@ def test_browser_shows_the_drift_live_and_escaped(
 
     if os.environ.get("GITSYNC_SCREENSHOT"):
         SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT))
+        page.screenshot(path=str(SCREENSHOT), full_page=True)  # the passes below too
 
     page.goto(f"{page_daemon.base}/apps/{namespace}/evil")
     page.wait_for_timeout(1500)  # and one refresh by the script
