@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 #: ids remembered to drop a notification queued twice (an Event re-emitted after a retry)
 SEEN_IDS: Final = 4096
+#: seconds a shutdown gives the queued notifications (the Pod's grace period is 60 s)
+FLUSH_TIMEOUT: Final = 5.0
+#: seconds a shutdown then waits for a delivery cut short
+STOP_JOIN: Final = 1.0
 
 
 @dataclass(frozen=True)
@@ -139,17 +143,33 @@ class Notifier:
             )
             target.thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop after the deliveries in flight; what is still queued is dropped."""
-        self._stop.set()
-        for target in self.targets:
-            # a full queue: the worker sees the stop event after its current delivery
-            with contextlib.suppress(queue.Full):
-                target.queue.put_nowait(None)
+    def stop(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Deliver what is queued, within ``timeout`` (a Pod's grace period leaves room
+        for it), then stop: a delivery still retrying ends, and what is left in a queue
+        is dropped, counted and said in the log."""
         deadline = time.monotonic() + timeout
+        for target in self.targets:
+            # behind what is queued: the worker delivers all of it, then ends
+            with contextlib.suppress(queue.Full):
+                target.queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
         for target in self.targets:
             if target.thread is not None:
                 target.thread.join(max(0.0, deadline - time.monotonic()))
+        self._stop.set()  # out of time: retries and their backoff end now
+        for target in self.targets:
+            with contextlib.suppress(queue.Full):
+                target.queue.put_nowait(None)  # a worker waiting on an empty queue
+            if target.thread is not None:
+                target.thread.join(STOP_JOIN)
+            left = 0
+            while True:
+                try:
+                    left += target.queue.get_nowait() is not None
+                except queue.Empty:
+                    break
+            if left:
+                self.metrics.inc("gitsync_notifications_dropped_total", left)
+                log.warning("shutdown: %d notifications to %s not delivered", left, target.name)
 
     # --- the sync loop's side: never blocks -----------------------------------------
 

@@ -54,24 +54,16 @@ def rules_dir(tmp_path: Path) -> Path:
 
 
 def test_promtool_checks_the_rules_and_their_unit_tests_pass(tool: Any, rules_dir: Path) -> None:
-    promtool = tool("promtool")
-    check = subprocess.run(
-        [promtool, "check", "rules", "rules.yaml"],
-        cwd=rules_dir,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [tool("promtool"), *args], cwd=rules_dir, capture_output=True, text=True, timeout=120
+        )
+
+    check = promtool("check", "rules", "rules.yaml")
     assert check.returncode == 0, check.stdout + check.stderr
     alerts = [r["alert"] for g in RULES["spec"]["groups"] for r in g["rules"]]
     assert f"SUCCESS: {len(alerts)} rules found" in check.stdout, check.stdout
-    unit = subprocess.run(
-        [promtool, "test", "rules", "alerts_test.yaml"],
-        cwd=rules_dir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    unit = promtool("test", "rules", "alerts_test.yaml")
     assert unit.returncode == 0, unit.stdout + unit.stderr
     assert "SUCCESS" in unit.stdout, unit.stdout
     # every alert has a unit test that sees it fire, and one that sees it quiet

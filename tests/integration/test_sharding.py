@@ -81,10 +81,10 @@ def corrected(kube: Kube, namespace: str, name: str) -> bool:
     return bool((get(kube, "Deployment", namespace, name) or {})["spec"]["replicas"] == 1)
 
 
-def audit_writes(namespace: str, since: int) -> list[tuple[str, str, str, float]]:
-    """(object, replica, verb, time) of each accepted write gitsync sent in ``namespace``
-    after byte ``since`` of the audit log: a Deployment or a MyApp's status."""
-    out = []
+def replica_writes(namespace: str, since: int) -> Iterator[tuple[str, str, str, str, float]]:
+    """(resource[/subresource], name, replica, verb, time) of each accepted write a
+    replica sent in ``namespace``, after byte ``since`` of the audit log (its User-Agent
+    names the replica: this test's own client, or a daemon run in this process, does not)."""
     with AUDIT_LOG.open("rb") as f:
         f.seek(since)
         for line in f:
@@ -94,16 +94,21 @@ def audit_writes(namespace: str, since: int) -> list[tuple[str, str, str, float]
             if ref.get("namespace") != namespace or not agent.startswith("gitsync/"):
                 continue
             if not agent.endswith(")"):
-                continue  # this test's own client (the drift it makes), not a replica
+                continue
             if not 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300:
                 continue
             what = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-            if what not in ("deployments", "myapps/status"):
-                continue
             at = dt.datetime.fromisoformat(e["stageTimestamp"]).timestamp()
-            replica = agent.rsplit("(", 1)[-1].rstrip(")")
-            out.append((f"{what}/{ref['name']}", replica, e["verb"], at))
-    return out
+            yield what, ref["name"], agent.rsplit("(", 1)[-1].rstrip(")"), e["verb"], at
+
+
+def audit_writes(namespace: str, since: int) -> list[tuple[str, str, str, float]]:
+    """(object, replica, verb, time) of each Deployment or MyApp status write."""
+    return [
+        (f"{what}/{name}", replica, verb, at)
+        for what, name, replica, verb, at in replica_writes(namespace, since)
+        if what in ("deployments", "myapps/status")
+    ]
 
 
 def test_replicas_share_the_myapps_and_each_is_written_by_one_at_a_time(
@@ -332,24 +337,12 @@ def status_of(kube: Kube, namespace: str, name: str) -> Obj | None:
 
 
 def audit_configmap_writes(namespace: str, since: int) -> list[tuple[str, str, float]]:
-    """(name, replica, time) of each accepted ConfigMap write in ``namespace`` after byte
-    ``since`` of the audit log, by a replica."""
-    out = []
-    with AUDIT_LOG.open("rb") as f:
-        f.seek(since)
-        for line in f:
-            e = json.loads(line)
-            ref = e.get("objectRef") or {}
-            agent = e.get("userAgent", "")
-            if ref.get("namespace") != namespace or ref.get("resource") != "configmaps":
-                continue
-            if not (agent.startswith("gitsync/") and agent.endswith(")")):
-                continue
-            if not 200 <= (e.get("responseStatus") or {}).get("code", 0) < 300:
-                continue
-            at = dt.datetime.fromisoformat(e["stageTimestamp"]).timestamp()
-            out.append((ref["name"], agent.rsplit("(", 1)[-1].rstrip(")"), at))
-    return out
+    """(name, replica, time) of each ConfigMap write."""
+    return [
+        (name, replica, at)
+        for what, name, replica, _, at in replica_writes(namespace, since)
+        if what == "configmaps"
+    ]
 
 
 def _identity(r: Replica) -> str:

@@ -428,3 +428,36 @@ def test_a_pass_notification_carries_no_value_only_paths() -> None:
     assert n is not None
     for fmt in ("json", "slack", "teams"):
         assert secret not in payload(n, fmt).decode()
+
+
+def test_a_shutdown_delivers_what_is_queued_within_its_bound() -> None:
+    slow = Receiver(delay=0.2)
+    try:
+        notifier = _notifier([slow.url])
+        for n in range(5):
+            notifier.publish(_notification(n))
+        start = time.monotonic()
+        notifier.stop(timeout=5)
+        took = time.monotonic() - start
+        # all five delivered before stop returned (they took 1 s), not dropped
+        assert len(slow.received) == 5 and took < 3, (len(slow.received), took)
+        assert notifier.metrics.get("gitsync_notifications_dropped_total") == 0
+    finally:
+        slow.close()
+
+
+def test_a_shutdown_out_of_time_drops_the_rest_and_counts_them() -> None:
+    stuck = Receiver(delay=1.0)
+    try:
+        notifier = _notifier([stuck.url])
+        for n in range(6):
+            notifier.publish(_notification(n))
+        start = time.monotonic()
+        notifier.stop(timeout=1.5)
+        took = time.monotonic() - start
+        assert took < 1.5 + 1.0 + 0.5, took  # the bound, and the delivery cut short
+        delivered = notifier.metrics.get("gitsync_notifications_total", result="delivered")
+        dropped = notifier.metrics.get("gitsync_notifications_dropped_total")
+        assert 1 <= delivered <= 3 and dropped >= 2, (delivered, dropped)
+    finally:
+        stuck.close()
