@@ -370,6 +370,9 @@ class Syncer:
         # with sharding, the MyApps of the buckets other replicas serve are theirs: this
         # pass neither applies nor reports them (without sharding every one is served)
         declared_here = {app.key for app in todo}
+        # a refusal is remembered while Git declares its MyApp (an incremental pass does
+        # not look at it again), and no longer: the map would only grow
+        self._refused = {k: r for k, r in self._refused.items() if k in declared_here}
         todo = [app for app in todo if self.controller.serves(app.key)]
         applying = todo if only is None else [app for app in todo if app.key in only]
         # a proof of absence holds for this pass only: handed to each reconcile

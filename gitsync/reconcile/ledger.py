@@ -119,14 +119,17 @@ class Ledger:
     def forget_reconcile(self, key: str) -> None:
         """``key``'s MyApp is gone from the cluster (deleted, or being deleted): what the
         reconciles remembered goes; what Git declares stays, for the pass that
-        creates it again."""
+        creates it again. A record Git no longer declares goes whole, its source with
+        it: a MyApp deleted by hand after it left Git would otherwise be remembered
+        for the life of the process."""
         with self._lock:
             rec = self._records.get(key)
             if rec is None:
                 return
             rec.announced = rec.last_error = rec.awaiting_since = None
-            if rec.declared is None and rec.sync is None:
+            if rec.declared is None:
                 del self._records[key]
+                self._unindex(key)
 
     def declare(self, declared: dict[str, Declared]) -> None:
         """A pass's MyApps as Git declares them, handed in before any is reconciled: a

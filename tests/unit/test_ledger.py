@@ -63,10 +63,22 @@ def test_a_record_with_nothing_of_git_left_is_dropped_when_its_myapp_goes() -> N
     assert ledger.get("shop/web") is None
     ledger.forget_reconcile("shop/nothing")  # nothing to forget: no record made
     assert ledger.get("shop/nothing") is None
-    # a source alone is still kept: the MyApp may come back with it
+    # a source alone is not kept: a MyApp that left Git and was then deleted by hand
+    # would otherwise stay remembered for the life of the process
     ledger.record("shop/db").sync = SYNC
     ledger.forget_reconcile("shop/db")
-    assert ledger.get("shop/db") is not None
+    assert ledger.get("shop/db") is None
+
+
+def test_a_myapp_that_left_git_and_was_deleted_by_hand_leaves_nothing_behind() -> None:
+    ledger = Ledger()
+    for i in range(100):
+        remembered(ledger, f"shop/app{i}")
+    ledger.release([f"shop/app{i}" for i in range(100)])
+    for i in range(100):
+        ledger.forget_reconcile(f"shop/app{i}")
+    assert all(ledger.get(f"shop/app{i}") is None for i in range(100))
+    assert ledger.declared_keys() == set() and ledger.waits() == {}
 
 
 def test_a_pruned_myapp_is_forgotten_whole() -> None:

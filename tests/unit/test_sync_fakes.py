@@ -266,6 +266,23 @@ def test_a_myapp_made_by_hand_is_refused_in_the_preview_and_the_pass(world: Worl
     assert world.events.reasons().count("NotAdopted") == 1  # once, not on every pass
 
 
+def test_a_refusal_is_remembered_while_git_declares_its_myapp_only(world: World) -> None:
+    hand_made(world, "a")
+    world.declare("a", "b")
+    world.syncer.run()
+    world.syncer.run()
+    assert world.events.reasons().count("NotAdopted") == 1
+    world.declare("b")  # a leaves Git: its refusal is let go, not kept for good
+    world.syncer.run()
+    assert world.syncer._refused == {}
+    # back in Git, it is refused and announced again
+    world.declare("a", "b")
+    result = world.syncer.run()
+    assert myapp_actions(result)["a"] == "failed"
+    assert world.events.reasons().count("NotAdopted") == 2
+    assert set(world.syncer._refused) == {"shop/a"}
+
+
 @pytest.mark.parametrize("how", ["annotation", "--adopt"])
 def test_a_myapp_made_by_hand_is_adopted_when_handed_over(world: World, how: str) -> None:
     if how == "annotation":
