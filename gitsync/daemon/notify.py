@@ -215,7 +215,13 @@ class Notifier:
             n = target.queue.get()
             if n is None:
                 return
-            self._deliver(target, n)
+            try:
+                self._deliver(target, n)
+            except Exception:
+                # a bug loses this notification (counted), never the worker: every later
+                # one would pile up undelivered
+                self.metrics.inc("gitsync_notifications_total", result="failed")
+                log.exception("notification %s to %s failed", n.event, target.name)
 
     def _deliver(self, target: _Target, n: Notification) -> None:
         body = payload(n, target.format)

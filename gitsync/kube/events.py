@@ -35,6 +35,8 @@ Listener = Callable[[Obj, EventType, str, str, "Obj | None"], None]
 
 #: what the sender reads: an Event, a flush request (set when done) or None (stop)
 _Item = Obj | threading.Event | None
+#: the sender woke with nothing queued: only the counts that are due (compared by identity)
+_DUE: Obj = {}
 
 
 class EventRecorder:
@@ -136,19 +138,35 @@ class EventRecorder:
             try:
                 item = self._queue.get(timeout=wait)
             except queue.Empty:  # nothing came: only the counts that are due
-                self._send_due()
-                continue
-            if item is None:
-                self._flush_counts()
-                return
-            if isinstance(item, threading.Event):
-                self._flush_counts()
-                item.set()
-                continue
+                item = _DUE
+            try:
+                if not self._handle(item):
+                    return
+            except Exception:
+                # a bug, or an error no request should raise: that Event is lost (and
+                # counted), never the sender, or every Event after it would be too
+                with self._lock:
+                    self.dropped += 1
+                log.exception("recording an Event failed")
+                if isinstance(item, threading.Event):
+                    item.set()  # a flush waits on it
+
+    def _handle(self, item: _Item) -> bool:
+        """Send what ``item`` asks; False when the sender is to stop."""
+        if item is None:
+            self._flush_counts()
+            return False
+        if item is _DUE:
+            self._send_due()
+        elif isinstance(item, threading.Event):
+            self._flush_counts()
+            item.set()
+        else:
             create = self._correlator.observe(item)
             if create is not None:
                 self._create(create)
             self._send_due()
+        return True
 
     def _send_due(self) -> None:
         for patch in self._correlator.due():

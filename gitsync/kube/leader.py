@@ -95,7 +95,12 @@ class LeaderElector:
         the caller releases it once its last write is done (``release``)."""
         self._on_started, self._on_stopped = on_started, on_stopped
         while not stop.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception:
+                # a bug must not end the campaign: this replica would never lead again,
+                # without a word (leading, it stops at the renew deadline, as on any lapse)
+                log.exception("leader election step crashed")
             stop.wait(self.retry_period)
 
     def step(self) -> None:

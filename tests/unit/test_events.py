@@ -166,9 +166,14 @@ class FakeKube:
         self.gate = threading.Event()
         self.gate.set()
         self.fail_patch = 0
+        #: raised by the next create: what no request should raise (a bug)
+        self.crash: Exception | None = None
 
     def create(self, path: str, body: Obj, *, subject: str = "") -> Obj:
         self.gate.wait(10)
+        if self.crash is not None:
+            crash, self.crash = self.crash, None
+            raise crash
         self.created.append(body)
         return {"metadata": {"name": f"ev-{len(self.created)}"}}
 
@@ -231,6 +236,20 @@ def test_repeats_are_patched_on_flush_and_close_stops_the_sender() -> None:
     assert sender is not None
     sender.join(5)
     assert not sender.is_alive()
+
+
+def test_an_unexpected_error_loses_one_event_not_the_sender() -> None:
+    fake = FakeKube()
+    rec = recorder(fake)
+    fake.crash = KeyError("metadata")
+    rec.emit(myapp("web"), "Normal", "Created", "lost")
+    assert rec.flush(5)
+    assert fake.created == [] and rec.dropped == 1
+    rec.emit(myapp("web"), "Normal", "Created", "recorded")
+    assert rec.flush(5)
+    assert [e["message"] for e in fake.created] == ["recorded"]
+    sender = rec._sender
+    assert sender is not None and sender.is_alive()
 
 
 def test_a_gone_event_is_created_again() -> None:

@@ -7,6 +7,7 @@ tests/integration/test_leader.py; here every step is deterministic.
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from gitsync.errors import (
 )
 from gitsync.kube.leader import LeaderElector
 from gitsync.model.api import Obj
+from tests.support import wait_until
 
 KUBE_DEFAULT_TIMEOUT = 30.0  # what Kube.request waits when given no timeout
 RENEW_DEADLINE = 10.0
@@ -261,3 +263,29 @@ def test_a_live_lease_of_another_holder_is_waited_out_not_taken(
         e.step()
         assert not e.is_leader() and api.holder() == "other"
     assert calls.log == ["started", "stopped"]
+
+
+def test_a_crashed_step_does_not_end_the_campaign(
+    api: FakeLeaseAPI, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Calls()
+    e = LeaderElector(api, "ns", "lease", "me", renew_deadline=RENEW_DEADLINE, clock=clock)
+    e.retry_period = 0.01
+    real = e._try_acquire_or_renew
+    crashes = [KeyError("spec")]
+
+    def once() -> bool:
+        if crashes:
+            raise crashes.pop()
+        return real()
+
+    monkeypatch.setattr(e, "_try_acquire_or_renew", once)
+    stop = threading.Event()
+    runner = threading.Thread(target=e.run, args=(stop, calls.started, calls.stopped))
+    runner.start()
+    try:
+        wait_until(e.is_leader, 5, what="leadership after the crashed step")
+    finally:
+        stop.set()
+        runner.join(5)
+    assert not crashes and calls.log == ["started"] and api.holder() == "me"

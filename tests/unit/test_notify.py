@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gitsync.daemon import metrics as metricslib
+from gitsync.daemon import notification, notify
 from gitsync.daemon.notification import (
     PASS_OBJECTS,
     Notification,
@@ -461,3 +462,23 @@ def test_a_shutdown_out_of_time_drops_the_rest_and_counts_them() -> None:
         assert 1 <= delivered <= 3 and dropped >= 2, (delivered, dropped)
     finally:
         stuck.close()
+
+
+def test_a_crash_delivering_one_notification_does_not_stop_the_worker(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = notification.payload
+
+    def payload(n: Notification, fmt: Any) -> bytes:
+        if n.id == "id-1":
+            raise KeyError("a bug")
+        return real(n, fmt)
+
+    monkeypatch.setattr(notify, "payload", payload)
+    notifier = _notifier([receiver.url])
+    notifier.publish(_notification(1))
+    notifier.publish(_notification(2))
+    wait_until(lambda: receiver.received, timeout=10, what="the second delivery")
+    notifier.stop()
+    assert [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received] == ["id-2"]
+    assert notifier.metrics.get("gitsync_notifications_total", result="failed") == 1
