@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # gitsync: one image, `gitsync run` by default. Built with BuildKit:
-#   docker build -t ghcr.io/example/gitsync:0.1.0 .
+#   docker build -t ghcr.io/example/gitsync:0.2.0 .
 # The Pod it is made for (deploy/deployment.yaml) runs it as UID 65532 with a
 # read-only root filesystem; HOME, TMPDIR and the Git cache are emptyDirs there.
 # The cache is a directory gitsync makes (0700) inside its volume: a volume is

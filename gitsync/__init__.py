@@ -1,3 +1,3 @@
 """gitsync: keeps MyApp resources on Kubernetes exactly as Git says."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
