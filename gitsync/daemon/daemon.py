@@ -37,6 +37,7 @@ from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
+from gitsync.kube.informer import BEHIND_SECONDS
 from gitsync.kube.leader import LeaderElector
 from gitsync.kube.members import Membership
 from gitsync.model import fleet
@@ -123,6 +124,7 @@ class Daemon:
         self.metrics.read_from(
             "gitsync_drift_since_timestamp_seconds", lambda: fleet.drifted_since(self._served())
         )
+        self.metrics.read_from("gitsync_cache_silence_seconds", controller.silences)
         self.metrics.read_from(
             "gitsync_workqueue_depth", lambda: {"": float(len(controller.queue))}
         )
@@ -489,6 +491,13 @@ class Daemon:
 
     def ready(self) -> bool:
         if not self.controller.myapps.synced.is_set():
+            return False
+        if behind := self.controller.caches_behind():
+            log.warning(
+                "not ready: the %s cache has heard nothing from the API server for over %.0fs",
+                " and ".join(behind),
+                BEHIND_SECONDS,
+            )
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 

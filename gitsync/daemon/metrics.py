@@ -209,6 +209,12 @@ def standard() -> Metrics:
         "myapp",
     )
     m.gauged_elsewhere(
+        "gitsync_cache_silence_seconds",
+        "Seconds since the API server last sent anything (a list page, an event, a "
+        "bookmark) to each informer cache; a live watch hears a bookmark every minute.",
+        "informer",
+    )
+    m.gauged_elsewhere(
         "gitsync_workqueue_depth", "MyApps waiting in the work queue of this replica.", None
     )
     m.gauged_elsewhere(

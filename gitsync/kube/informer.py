@@ -7,9 +7,11 @@ that do not fit it); it resumes a watch from the last resourceVersion but asks f
 no bookmarks, so on a quiet resource that version ages out and the resume ends in
 410 and a full relist; and it passes no client-side read timeout to its watch (a
 half-open connection hangs it for good), nor can it be given ``Kube``'s pool. This
-one is small: list, then watch from the list's
-resourceVersion with bookmarks and a server ``timeoutSeconds`` bounded by a
-client read timeout; 410 Gone (or any broken stream) relists.
+one is small: list, then watch from the list's resourceVersion with bookmarks; the
+server sends one about every minute, so a watch silent for longer than that (plus
+slack) is on a dead connection and is given up; 410 Gone (or any broken stream)
+relists. ``behind`` says when the cache has heard nothing from the server for longer
+than that bound allows.
 
 ``observe`` lets a writer put its reply in the cache ahead of the watch event;
 it must never bring back what the watch already deleted (a reply can arrive
@@ -44,7 +46,15 @@ Handler = Callable[[EventType, Obj], None]
 Transform = Callable[[Obj, Obj | None], Obj]
 
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
-READ_SLACK = 30.0  # ...and treat more silence than that as a dead connection
+#: kube-apiserver sends a watch that asks for bookmarks one about every minute (and 2 s
+#: before its ``timeoutSeconds``), whether or not anything changed
+BOOKMARK_SECONDS = 60.0
+#: a watch silent for longer (no event, no bookmark) is on a dead connection, such as a
+#: half-open one that never closes: it is given up and the cache listed anew
+SILENCE_SECONDS = BOOKMARK_SECONDS + 10.0
+#: a cache that has heard nothing from the server for longer is behind: giving up its
+#: silent watch did not bring it back (the server is unreachable); /readyz says so
+BEHIND_SECONDS = SILENCE_SECONDS + 15.0
 #: how long a deleted key's tombstone is kept: far longer than any write reply can
 #: take to reach ``observe`` (every request has a timeout well under a minute)
 TOMBSTONE_SECONDS = 300.0
@@ -93,6 +103,10 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.relists = 0
+        #: watches given up for their silence
+        self.silences = 0
+        #: when the server last said anything: a list page, an event or a bookmark
+        self._heard_at = clock()
         #: ends the watch open now when the label selector changes
         self._hangup = Hangup()
 
@@ -180,6 +194,15 @@ class Informer:
     def wait_synced(self, timeout: float) -> bool:
         return self.synced.wait(timeout)
 
+    def silent_for(self) -> float:
+        """Seconds since the server last said anything to this cache."""
+        return self._clock() - self._heard_at
+
+    def behind(self) -> bool:
+        """Synced once, and silent for longer than a live watch ever is: the cache may
+        miss changes (its watch was given up and the server cannot be reached)."""
+        return self.synced.is_set() and self.silent_for() > BEHIND_SECONDS
+
     # --- the loop ------------------------------------------------------------
 
     def _run(self) -> None:
@@ -220,6 +243,7 @@ class Informer:
         params = self._params() | {"limit": self.page_size}
         while True:
             page = self.kube.list(self.path, params=params, subject=self.name)
+            self._heard_at = self._clock()
             # items of a built-in list carry no apiVersion/kind (watch events do):
             # fill them in, so a cached object compares equal to a fetched one
             api_version = page.get("apiVersion", "")
@@ -273,7 +297,19 @@ class Informer:
         try:
             self._watch_until_hung_up(rv)
         except APIError:
-            if not self._hangup.hung:
+            if self._hangup.hung:
+                pass
+            elif self.silent_for() >= SILENCE_SECONDS:
+                log.warning(
+                    "informer %s: the watch was silent for %.0fs (no event, no bookmark): "
+                    "its connection is taken for dead; relisting",
+                    self.name,
+                    self.silent_for(),
+                    extra={"informer": self.name},
+                )
+                self.silences += 1
+                return
+            else:
                 raise
         if self._hangup.hung:
             log.info("informer %s: new label selector; relisting", self.name)
@@ -290,9 +326,10 @@ class Informer:
                 self.path,
                 params=params,
                 subject=self.name,
-                read_timeout=WATCH_SECONDS + READ_SLACK,
+                read_timeout=SILENCE_SECONDS,
                 hangup=self._hangup,
             ):
+                self._heard_at = self._clock()
                 if self._stop.is_set():
                     return
                 kind = event.get("type")

@@ -216,6 +216,15 @@ class Controller:
     def wait_synced(self, timeout: float = 60.0) -> bool:
         return self.myapps.wait_synced(timeout) and self.deployments.wait_synced(timeout)
 
+    def caches_behind(self) -> list[str]:
+        """The informers whose cache may miss changes: synced once, and silent since for
+        longer than a live watch ever is (see :data:`~gitsync.kube.informer.BEHIND_SECONDS`)."""
+        return [i.name for i in (self.myapps, self.deployments) if i.behind()]
+
+    def silences(self) -> dict[str, float]:
+        """Seconds since the server last spoke to each informer (the metric)."""
+        return {i.name: i.silent_for() for i in (self.myapps, self.deployments)}
+
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,11 @@ import pytest
 
 from gitsync.errors import APIError, GitsyncError
 from gitsync.kube.client import Kube, path_of
+from gitsync.kube.informer import BEHIND_SECONDS, SILENCE_SECONDS
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.faultproxy import FaultProxy
-from tests.faults.harness import PrivateControlPlane, report
+from tests.faults.harness import Daemon, PrivateControlPlane, apps_files, report, wait_converged
+from tests.gitserver import Upstream
 from tests.support import get, myapp, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -152,3 +156,78 @@ def test_watches_reconnect_after_resets(
         assert not stopper.is_alive(), "the controller did not stop"
         kube.close()
     report("network faults (watch reconnect)", runs=1, converged=1, max_converge_s=f"{took:.1f}")
+
+
+def readyz(daemon: Daemon) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{daemon.port}/readyz", timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def test_a_silent_watch_is_given_up_within_a_bookmark_period_and_readyz_tells(
+    proxy: FaultProxy, proxied_kubeconfig: Path, pkube: Kube, pns: str, work: Path
+) -> None:
+    """Half-open: the bytes stop and no connection closes, so nothing but silence tells.
+    The server's bookmarks (about one a minute) keep a quiet watch talking; a watch
+    silent for longer is given up, and a cache that stays silent fails /readyz."""
+    upstream = Upstream(work / "srv")
+    images = {"web": "nginx:1.27", "db": "nginx:1.27"}
+    upstream.commit(apps_files(pns, images), "two MyApps")
+    daemon = Daemon(proxied_kubeconfig, pns, upstream.file_url, work / "daemon.log")
+    try:
+        daemon.start()
+        wait_converged(pkube, pns, images, 300, "the first sync")
+        wait_until(lambda: readyz(daemon) == 200, 60, what="/readyz")
+        # quiet for longer than the bound: the bookmarks alone keep the watches
+        loudest = 0.0
+        quiet_until = time.monotonic() + SILENCE_SECONDS + 15
+        while time.monotonic() < quiet_until:
+            heard = daemon.metric("gitsync_cache_silence_seconds", informer="myapps")
+            loudest = max(loudest, heard)
+            assert readyz(daemon) == 200
+            time.sleep(2)
+        assert "was silent for" not in daemon.log_text()
+        assert 0 < loudest < SILENCE_SECONDS, loudest
+
+        # every connection stops passing bytes, open and new alike; none is closed
+        proxy.mode = "stall"
+        proxy.stall_all()
+        stalled = time.monotonic()
+        pkube.merge_patch(
+            path_of("Deployment", pns, "web"), {"spec": {"replicas": 3}}, field_manager="kubectl"
+        )
+        wait_until(
+            lambda: "was silent for" in daemon.log_text(), 3 * SILENCE_SECONDS, what="noticed"
+        )
+        noticed = time.monotonic() - stalled
+        wait_until(lambda: readyz(daemon) == 503, 3 * BEHIND_SECONDS, what="/readyz to fail")
+        unready = time.monotonic() - stalled
+
+        proxy.mode = "pass"
+        healed = time.monotonic()
+        wait_until(lambda: readyz(daemon) == 200, 120, what="/readyz after the stall")
+        # the drift made while the watch was dead is seen and reverted
+        wait_until(
+            lambda: (get(pkube, "Deployment", pns, "web") or {})["spec"]["replicas"] == 1,
+            120,
+            what="the drift made during the stall reverted",
+        )
+        back = time.monotonic() - healed
+    finally:
+        proxy.mode = "pass"
+        daemon.stop()
+    print(
+        f"quiet: loudest silence {loudest:.0f}s; stalled: noticed after {noticed:.1f}s, "
+        f"/readyz 503 after {unready:.1f}s; healed: ready and drift reverted {back:.1f}s later"
+    )
+    report(
+        "network faults (silent watch)",
+        quiet_max_silence_s=f"{loudest:.0f}",
+        noticed_s=f"{noticed:.1f}",
+        unready_s=f"{unready:.1f}",
+        recovered_s=f"{back:.1f}",
+    )

@@ -11,9 +11,15 @@ from typing import Any
 
 import pytest
 
-from gitsync.errors import APIServerError
+from gitsync.errors import APIServerError, APITimeoutError
 from gitsync.kube.client import Hangup
-from gitsync.kube.informer import TOMBSTONE_SECONDS, Informer, Transform
+from gitsync.kube.informer import (
+    BEHIND_SECONDS,
+    SILENCE_SECONDS,
+    TOMBSTONE_SECONDS,
+    Informer,
+    Transform,
+)
 from gitsync.model.api import Obj
 from gitsync.model.compact import cached
 
@@ -51,6 +57,8 @@ class FakeAPI:
         self.watches: list[str] = []
         #: the label selector of each watch
         self.selectors: list[str | None] = []
+        #: the read timeout each watch was given
+        self.read_timeouts: list[float] = []
 
     def list(self, path: str, *, params: Any = None, subject: str = "") -> Obj:
         self.lists += 1
@@ -74,6 +82,7 @@ class FakeAPI:
     ) -> Iterator[Obj]:
         self.watches.append(str((params or {}).get("resourceVersion")))
         self.selectors.append((params or {}).get("labelSelector"))
+        self.read_timeouts.append(read_timeout)
         while True:
             if hangup is not None and hangup.hung:
                 return  # as the real stream ends when shut down
@@ -85,6 +94,9 @@ class FakeAPI:
                 return  # the server's timeoutSeconds: the stream ends cleanly
             if event["type"] == "BROKEN":
                 raise APIServerError(subject, "connection reset", status=500)
+            if event["type"] == "SILENT":
+                # what the client raises when no byte came within the read timeout
+                raise APITimeoutError(subject, "watch interrupted: Read timed out")
             yield event
             if event["type"] == "ERROR":
                 return
@@ -97,6 +109,12 @@ class FakeAPI:
 
     def break_watch(self) -> None:
         self.events.put({"type": "BROKEN", "object": {}})
+
+    def fall_silent(self) -> None:
+        self.events.put({"type": "SILENT", "object": {}})
+
+    def bookmark(self, rv: int) -> None:
+        self.events.put({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(rv)}}})
 
     def expire_watch(self) -> None:
         self.events.put({"type": "ERROR", "object": {"code": 410, "message": "too old"}})
@@ -408,3 +426,61 @@ def test_a_hangup_before_the_stream_opens_keeps_it_from_opening() -> None:
     assert r.shut and hangup.hung
     hangup.detach()
     hangup()  # detached: not shut again (it is closed by then)
+
+
+def test_a_watch_is_given_up_after_a_bookmark_period_of_silence_and_relisted_at_once(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    clock = FakeClock()
+    inf, api, rec = started([cm("web", 5)], 10, clock=clock)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    # the read timeout is what the server's bookmarks allow, not the watch's length
+    assert api.read_timeouts == [SILENCE_SECONDS] and SILENCE_SECONDS < 75
+    api.items, api.list_rv = [cm("web", 12)], 20
+    clock.now += SILENCE_SECONDS
+    api.fall_silent()
+    # relisted with no backoff (a broken stream waits 0.5 s or more: the test below)
+    eventually(lambda: api.watches == ["10", "20"], "the relist and a new watch")
+    rec.wait_for(("MODIFIED", "web", "12"))
+    assert inf.silences == 1 and api.lists == 2
+
+
+def test_a_read_timeout_before_a_bookmark_period_is_a_broken_stream(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    clock = FakeClock()
+    inf, api, _ = started([cm("web", 5)], 10, clock=clock)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    clock.now += SILENCE_SECONDS - 1
+    api.bookmark(11)  # the server spoke: the silence starts over
+    clock.now += 2
+    api.fall_silent()
+    eventually(lambda: len(api.watches) == 2, "the relist after a backoff")
+    assert inf.silences == 0 and api.lists == 2
+
+
+def test_a_cache_is_behind_when_the_server_is_silent_past_the_bound(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    clock = FakeClock()
+    inf, api, _ = started([cm("web", 5)], 10, clock=clock)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    clock.now += BEHIND_SECONDS
+    assert not inf.behind() and inf.silent_for() == BEHIND_SECONDS
+    clock.now += 1
+    assert inf.behind()
+    api.bookmark(11)  # a bookmark is word from the server
+    eventually(lambda: not inf.behind(), "a bookmark to bring it back")
+    assert inf.silent_for() == 0
+    clock.now += BEHIND_SECONDS + 1
+    assert inf.behind()
+    api.expire_watch()  # and so is a list
+    eventually(lambda: not inf.behind(), "a relist to bring it back")
+    assert api.lists == 2
+
+
+def test_a_cache_never_synced_is_not_behind_but_unsynced() -> None:
+    clock = FakeClock()
+    inf = Informer(FakeAPI([], 1), "/api/v1/configmaps", clock=clock)
+    clock.now += BEHIND_SECONDS * 10
+    assert not inf.behind() and not inf.synced.is_set()
