@@ -28,6 +28,7 @@ from gitsync.cli.plugin import PLUGIN, complete, completion
 from gitsync.cli.rollback import resume, rollback
 from gitsync.cli.run import run
 from gitsync.cli.sync import sync
+from gitsync.cli.uninstall import uninstall
 from gitsync.cli.validate import validate
 
 
@@ -57,7 +58,18 @@ def version() -> None:
     click.echo(f"gitsync {__version__}")
 
 
-for command in (validate, sync, diff, drift, run, blame_command, rollback, resume, completion):
+for command in (
+    validate,
+    sync,
+    diff,
+    drift,
+    run,
+    blame_command,
+    rollback,
+    resume,
+    uninstall,
+    completion,
+):
     main.add_command(command)
 
 
