@@ -110,11 +110,13 @@ class Daemon:
     cache: Path | None = None
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    #: the gitsync to run (another release's, for an upgrade)
+    binary: str = GITSYNC
 
     def argv(self) -> list[str]:
         cache = self.cache or self.log.parent / "cache"
         return [
-            GITSYNC,
+            self.binary,
             "run",
             "--repo",
             self.repo,
