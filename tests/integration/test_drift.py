@@ -91,7 +91,7 @@ def test_correct_policy_takes_replicas_back_from_kubectl(
         and e["involvedObject"]["name"] == "api"
         and "spec.replicas (changed by kubectl)" in e["message"]
         for e in events
-    ), [e["message"] for e in events]
+    ), [(e["reason"], e["message"]) for e in events if e["involvedObject"]["kind"] == "MyApp"]
 
 
 def test_set_image_is_corrected(
