@@ -5,6 +5,7 @@ from __future__ import annotations
 from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
+from gitsync.model.order import DEPENDENCY_NOT_READY, Wait
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
 
 CLAIM = Claim(resolve("", "https://git.example.com/apps.git", "apps", "main"))
@@ -97,3 +98,27 @@ def test_a_claim_refuses_what_is_not_its_instances_to_hold() -> None:
     assert CLAIM.refusal(theirs) == "OwnedByAnotherInstance"
     assert CLAIM.refusal(by_hand) == "NotAdopted"
     assert Claim(CLAIM.instance, adopt=True).refusal(by_hand) is None
+
+
+WAIT = Wait(DEPENDENCY_NOT_READY, "waiting for MyApp/shop/db (Progressing)", "shop/db")
+
+
+def test_a_pass_declares_new_keys_too() -> None:
+    ledger = Ledger()
+    ledger.declare({"shop/new": declared("new")})
+    assert ledger.git("shop/new") == {"metadata": {"namespace": "shop", "name": "new"}}
+
+
+def test_the_wait_index_keeps_no_empty_entry_and_no_key_that_went() -> None:
+    ledger = Ledger()
+    ledger.record("shop/web")  # not declared: the operator serves it as it is
+    ledger.set_wait("shop/web", WAIT, ("shop/db",))
+    ledger.set_wait("shop/api", WAIT, ("shop/db",))
+    assert ledger.waiters("shop/db") == ["shop/api", "shop/web"]
+    ledger.forget_reconcile("shop/web")  # gone from the cluster: nothing of it stays
+    assert ledger.waiters("shop/db") == ["shop/api"]
+    ledger.set_wait("shop/api", None)
+    assert ledger.waiters("shop/db") == [] and ledger._waiters == {}
+    # no wait, nothing to index, whatever it names
+    ledger.set_wait("shop/api", None, ("shop/db",))
+    assert ledger._waiters == {} and ledger._waits_on == {}
