@@ -15,6 +15,7 @@ from gitsync.errors import APIServerError, APITimeoutError
 from gitsync.kube.client import Hangup
 from gitsync.kube.informer import (
     BEHIND_SECONDS,
+    BOOKMARK_SECONDS,
     SILENCE_SECONDS,
     TOMBSTONE_SECONDS,
     Informer,
@@ -311,7 +312,7 @@ def test_a_watch_that_ends_resumes_from_the_last_bookmark_without_a_relist(
     eventually(lambda: len(api.watches) == 2, "the watch to reconnect")
     assert api.watches == ["10", "42"] and api.lists == 1
     assert rec.seen == [("ADDED", "web", "5")]  # a bookmark is no object event
-    assert inf.get(KEY) is not None
+    assert inf.get(KEY) is not None and len(inf.items()) == 1  # nor an object cached
 
 
 def test_410_gone_relists_and_tells_the_handlers_what_changed_meanwhile(
@@ -429,13 +430,16 @@ def test_a_hangup_before_the_stream_opens_keeps_it_from_opening() -> None:
 
 
 def test_a_watch_is_given_up_after_a_bookmark_period_of_silence_and_relisted_at_once(
-    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]], caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FakeClock()
     inf, api, rec = started([cm("web", 5)], 10, clock=clock)
     eventually(lambda: api.watches == ["10"], "the first watch")
-    # the read timeout is what the server's bookmarks allow, not the watch's length
-    assert api.read_timeouts == [SILENCE_SECONDS] and SILENCE_SECONDS < 75
+    # the read timeout is what the server's bookmarks allow, not the watch's length: a
+    # live watch (a bookmark a minute) is never given up, a dead one within 75 s; a
+    # cache is behind only once giving its watch up did not bring it back
+    assert api.read_timeouts == [SILENCE_SECONDS]
+    assert BOOKMARK_SECONDS < SILENCE_SECONDS < 75 and SILENCE_SECONDS < BEHIND_SECONDS
     api.items, api.list_rv = [cm("web", 12)], 20
     clock.now += SILENCE_SECONDS
     api.fall_silent()
@@ -443,6 +447,7 @@ def test_a_watch_is_given_up_after_a_bookmark_period_of_silence_and_relisted_at_
     eventually(lambda: api.watches == ["10", "20"], "the relist and a new watch")
     rec.wait_for(("MODIFIED", "web", "12"))
     assert inf.silences == 1 and api.lists == 2
+    assert "the watch was silent for 70s" in caplog.text
 
 
 def test_a_read_timeout_before_a_bookmark_period_is_a_broken_stream(
@@ -474,7 +479,7 @@ def test_a_cache_is_behind_when_the_server_is_silent_past_the_bound(
     assert inf.silent_for() == 0
     clock.now += BEHIND_SECONDS + 1
     assert inf.behind()
-    api.expire_watch()  # and so is a list
+    api.break_watch()  # a list is word too (the broken stream itself says nothing)
     eventually(lambda: not inf.behind(), "a relist to bring it back")
     assert api.lists == 2
 
@@ -484,3 +489,4 @@ def test_a_cache_never_synced_is_not_behind_but_unsynced() -> None:
     inf = Informer(FakeAPI([], 1), "/api/v1/configmaps", clock=clock)
     clock.now += BEHIND_SECONDS * 10
     assert not inf.behind() and not inf.synced.is_set()
+    assert inf.silent_for() == BEHIND_SECONDS * 10  # silent since it was made
