@@ -141,6 +141,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "gitsync/model/shards.py": (f"{_U}test_shards.py", f"{_U}test_members.py"),
     "gitsync/model/fleet.py": (f"{_U}test_fleet.py",),
+    "gitsync/model/release.py": (f"{_U}test_release.py",),
     "gitsync/model/stored.py": (f"{_U}test_status.py", f"{_U}test_manifests.py"),
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
     "gitsync/gitops/increment.py": (f"{_U}test_increment.py",),

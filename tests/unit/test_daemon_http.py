@@ -78,6 +78,8 @@ def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
     )
     daemon = Daemon(
         cast(Controller, fake),
@@ -327,3 +329,13 @@ def test_a_failed_rollout_is_counted_once_by_its_event(served: Served) -> None:
     m = served.daemon.metrics
     assert m.get("gitsync_rollouts_failed_total", result="rolled_back") == 2
     assert m.get("gitsync_rollouts_failed_total", result="left") == 1
+
+
+def test_readyz_fails_while_a_cache_has_heard_nothing_from_the_server(served: Served) -> None:
+    controller: Any = served.daemon.controller
+    controller.myapps.synced.set()
+    assert served.daemon.ready()
+    controller.caches_behind = lambda: ["deployments"]
+    assert not served.daemon.ready()
+    controller.caches_behind = list
+    assert served.daemon.ready()

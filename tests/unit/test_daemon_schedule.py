@@ -75,6 +75,8 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
     syncer = GatedSyncer()
@@ -180,6 +182,8 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
         wait_synced=lambda _timeout: True,
         start=lambda: None,
         resync=lambda: None,
@@ -223,6 +227,8 @@ def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=interval, jitter=0)
@@ -283,6 +289,8 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
     syncer = SimpleNamespace(run=lambda: ChangeSet(changes=held), pins=None, incremental=False)
@@ -313,6 +321,8 @@ def test_a_pass_is_scheduled_a_second_after_each_window_edge() -> None:
         ledger=Ledger(),
         gate=SimpleNamespace(windows=Windows(night), now=lambda: clock[0]),
         events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
