@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test test-sharded demo run bench clean
+.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test test-sharded demo run bench soak clean
 
 all: test
 
@@ -114,6 +114,11 @@ run: cluster
 # gitsync next to kubectl and Flux (built by peers); see bench/run.py for the knobs
 bench: cluster peers
 	$(PY) -m bench.run
+
+# an hour of churn on a private control plane, sampled each minute (not in `make test`);
+# GITSYNC_SOAK_MINUTES and GITSYNC_SOAK_APPS set its length and size; see bench/soak.py
+soak: binaries
+	$(PY) -m bench.soak
 
 clean: cluster-down
 	rm -rf $(VENV) .testenv .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

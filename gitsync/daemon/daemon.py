@@ -28,6 +28,7 @@ from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import page as pagelib
 from gitsync.daemon import webhook
 from gitsync.daemon.heap import Heap
+from gitsync.daemon.heaptrace import HeapTrace
 from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpserver import Limits, Server
 from gitsync.daemon.notification import Trigger
@@ -47,6 +48,7 @@ from gitsync.model.myapp_status import now
 from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
 from gitsync.reconcile.controller import Controller
+from gitsync.threads import THREADS
 
 log = logging.getLogger(__name__)
 JOB_ID = "sync"
@@ -125,6 +127,8 @@ class Daemon:
             "gitsync_drift_since_timestamp_seconds", lambda: fleet.drifted_since(self._served())
         )
         self.metrics.read_from("gitsync_cache_silence_seconds", controller.silences)
+        self.metrics.read_from("gitsync_cache_objects", controller.cache_sizes)
+        self.metrics.read_from("gitsync_thread_crashes_total", lambda: dict(THREADS.crashed))
         self.metrics.read_from(
             "gitsync_workqueue_depth", lambda: {"": float(len(controller.queue))}
         )
@@ -212,26 +216,23 @@ class Daemon:
         """Serve until :meth:`stop`; every thread started here, and APScheduler's, is
         stopped and joined before it returns."""
         self._signals()
-        self._start(threading.Thread(target=self.http.serve_forever, name="http", daemon=True))
+        THREADS.stopping.clear()
+        self._start("http", self.http.serve_forever)
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
         self.schedule()
         serving: threading.Thread | None = None
         if self.membership is not None:
-            serving = threading.Thread(
-                target=self.membership.run, args=(self.stop_event,), name="member", daemon=True
-            )
-            self._start(serving)
+            serving = self._start("member", functools.partial(self.membership.run, self.stop_event))
         leading: threading.Thread | None = None
         if self.leader is not None:
             leader = self.leader
-            leading = threading.Thread(
-                target=leader.run,
-                args=(self.stop_event, self._on_leading, self._on_stopped_leading),
-                name="leader",
-                daemon=True,
+            leading = self._start(
+                "leader",
+                functools.partial(
+                    leader.run, self.stop_event, self._on_leading, self._on_stopped_leading
+                ),
             )
-            self._start(leading)
         else:
             self._on_leading()
         # wake up now and then: a signal delivered to another thread only runs its
@@ -239,6 +240,8 @@ class Daemon:
         while not self.stop_event.wait(0.5):
             pass
         log.info("shutting down")
+        # from now on a thread that crashes stays ended: its component is being stopped
+        THREADS.stopping.set()
         # wait=True: the sync in progress finishes its current object, and the
         # scheduler's thread and the sync executor's are joined
         self.scheduler.shutdown(wait=True)
@@ -259,11 +262,15 @@ class Daemon:
             t.join(THREAD_JOIN_TIMEOUT)
             if t.is_alive():
                 log.warning("thread %s did not stop", t.name)
+        # every other thread of the process (informers, workers, senders) was told to
+        # end by its component's stop above: the last of them are waited for here
+        THREADS.join(THREAD_JOIN_TIMEOUT)
         return 0
 
-    def _start(self, thread: threading.Thread) -> None:
+    def _start(self, name: str, target: Callable[[], object]) -> threading.Thread:
+        thread = THREADS.start(name, target)
         self._threads.append(thread)
-        thread.start()
+        return thread
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -347,6 +354,16 @@ class Daemon:
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
         signal.signal(signal.SIGHUP, on_hup)
+        trace = HeapTrace.from_env()
+        if trace is not None:
+
+            def on_usr2(_sig: int, _frame: FrameType | None) -> None:
+                try:
+                    trace.dump()
+                except OSError as e:
+                    log.warning("cannot write a heap snapshot: %s", e)
+
+            signal.signal(signal.SIGUSR2, on_usr2)
 
     def _on_leading(self) -> None:
         self.metrics.set("gitsync_leader", 1)
@@ -489,8 +506,17 @@ class Daemon:
 
     # --- asked by the HTTP routes ---------------------------------------------------
 
+    def alive(self) -> bool:
+        """False once a thread crashed too often to be started again (/healthz)."""
+        if failed := THREADS.failed():
+            log.error("not alive: thread %s crashed too often", " and ".join(failed))
+            return False
+        return True
+
     def ready(self) -> bool:
         if not self.controller.myapps.synced.is_set():
+            return False
+        if THREADS.failed():
             return False
         if behind := self.controller.caches_behind():
             log.warning(

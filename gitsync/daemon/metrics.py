@@ -215,6 +215,17 @@ def standard() -> Metrics:
         "informer",
     )
     m.gauged_elsewhere(
+        "gitsync_cache_objects",
+        "Objects each informer cache holds (equal to the server's count once in step).",
+        "informer",
+    )
+    m.counted_elsewhere(
+        "gitsync_thread_crashes_total",
+        "Crashes of the process's long-lived threads, by thread; each is started again "
+        "after a backoff, until it crashes 5 times in 10 minutes.",
+        "thread",
+    )
+    m.gauged_elsewhere(
         "gitsync_workqueue_depth", "MyApps waiting in the work queue of this replica.", None
     )
     m.gauged_elsewhere(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import http.client
 import logging
 import queue
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import SplitResult, urlsplit
 
+from gitsync import threads
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.notification import (
     Format,
@@ -138,10 +140,9 @@ class Notifier:
 
     def start(self) -> None:
         for i, target in enumerate(self.targets):
-            target.thread = threading.Thread(
-                target=self._deliver_all, args=(target,), name=f"notify-{i}", daemon=True
+            target.thread = threads.start(
+                f"notify-{i}", functools.partial(self._deliver_all, target)
             )
-            target.thread.start()
 
     def stop(self, timeout: float = FLUSH_TIMEOUT) -> None:
         """Deliver what is queued, within ``timeout`` (a Pod's grace period leaves room

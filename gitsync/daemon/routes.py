@@ -26,6 +26,10 @@ class Host(Protocol):
     @property
     def metrics(self) -> metricslib.Metrics: ...
 
+    def alive(self) -> bool:
+        """Whether /healthz is ok: no thread crashed beyond its restarts."""
+        ...
+
     def ready(self) -> bool:
         """Whether /readyz is ok: caches synced and, when leading, the first pass done."""
         ...
@@ -81,7 +85,8 @@ class Routes:
         if request.method != "GET":
             return Response(405, "method not allowed\n", headers=(("Allow", "GET"),))
         if request.path == "/healthz":
-            return Response(200, "ok\n")
+            ok = self.host.alive()
+            return Response(200 if ok else 503, "ok\n" if ok else "a thread crashed\n")
         if request.path == "/readyz":
             ok = self.host.ready()
             return Response(200 if ok else 503, "ok\n" if ok else "not ready\n")

@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+from gitsync import threads
 from gitsync.errors import APIError
 from gitsync.kube.client import Kube, resource_path
 from gitsync.kube.event_correlator import Correlator, Create, Patch
@@ -129,8 +130,7 @@ class EventRecorder:
     def _start(self) -> None:
         with self._lock:
             if self._sender is None:
-                self._sender = threading.Thread(target=self._send, name="events", daemon=True)
-                self._sender.start()
+                self._sender = threads.start("events", self._send)
 
     def _send(self) -> None:
         while True:

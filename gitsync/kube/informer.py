@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from gitsync import threads
 from gitsync.errors import APIError
 from gitsync.kube.client import Hangup
 from gitsync.kube.interfaces import ListWatcher
@@ -169,6 +170,9 @@ class Informer:
                 break
             del self._tombstones[oldest]
 
+    def __len__(self) -> int:
+        return len(self.cache)
+
     def items(self) -> list[Obj]:
         with self._lock:
             return list(self.cache.values())
@@ -185,8 +189,7 @@ class Informer:
         self._hangup()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(f"informer-{self.name}", self._run)
 
     def stop(self) -> None:
         self._stop.set()

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from gitsync import threads
 from gitsync.engine.planner import Settings
 from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
@@ -199,9 +200,7 @@ class Controller:
         # while workers run, a first status held back is theirs to write (Result.requeue_after)
         self.reconciler.defer_first_status = True
         for i in range(self.config.workers):
-            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._threads.append(threads.start(f"worker-{i}", self._worker))
 
     def stop(self, timeout: float = 10.0) -> None:
         self.queue.shutdown()
@@ -224,6 +223,11 @@ class Controller:
     def silences(self) -> dict[str, float]:
         """Seconds since the server last spoke to each informer (the metric)."""
         return {i.name: i.silent_for() for i in (self.myapps, self.deployments)}
+
+    def cache_sizes(self) -> dict[str, float]:
+        """Objects in each informer's cache (the metric; a leak check compares it with
+        the server's count)."""
+        return {i.name: float(len(i)) for i in (self.myapps, self.deployments)}
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout

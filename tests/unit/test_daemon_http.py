@@ -20,6 +20,8 @@ from typing import Any, cast
 
 import pytest
 
+from gitsync import threads
+from gitsync.daemon import daemon as daemon_module
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon.daemon import Daemon, DaemonOptions
 from gitsync.daemon.httpproto import Request
@@ -29,6 +31,7 @@ from gitsync.daemon.webhook import Receiver
 from gitsync.model.window import Windows
 from gitsync.reconcile.controller import Controller
 from gitsync.reconcile.ledger import Ledger
+from gitsync.threads import Threads
 
 SECRET = b"hook-secret-for-tests"
 
@@ -59,6 +62,25 @@ class Served:
         return code, text
 
 
+def test_a_failed_thread_fails_both_probes_of_the_daemon(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = served.daemon
+    daemon.controller.myapps.synced.set()
+    assert daemon.alive() and daemon.ready()
+    owner = Threads()
+    monkeypatch.setattr(daemon_module, "THREADS", owner)
+    monkeypatch.setattr(threads, "BACKOFF_FIRST", 0.001)
+    monkeypatch.setattr(threads, "BACKOFF_CAP", 0.001)
+
+    def crash() -> None:
+        raise RuntimeError("boom")
+
+    owner.start("events", crash).join(5)
+    assert not daemon.alive() and not daemon.ready()
+    assert "gitsync_thread_crashes_total{thread=\"events\"} 5.0\n" in daemon.metrics.render()
+
+
 def sign(body: bytes) -> str:
     return "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
 
@@ -79,6 +101,7 @@ def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
     )
     daemon = Daemon(
@@ -179,10 +202,14 @@ class FakeHost:
         self.metrics = metricslib.standard()
         self.answer: SyncRequest = answer
         self.is_ready = ready
+        self.is_alive = True
         self.requested = 0
         self.later: list[float] = []
         #: the delivery id each request carried to the pass
         self.deliveries: list[str] = []
+
+    def alive(self) -> bool:
+        return self.is_alive
 
     def ready(self) -> bool:
         return self.is_ready
@@ -227,6 +254,9 @@ def test_probes_follow_the_daemon() -> None:
     assert (not_ready.status, not_ready.body) == (503, "not ready\n")
     host.is_ready = True
     assert r.handle(get("/readyz")).status == 200
+    host.is_alive = False  # a thread crashed beyond its restarts
+    dead = r.handle(get("/healthz"))
+    assert (dead.status, dead.body) == (503, "a thread crashed\n")
     # probes are answered on the reading thread, a webhook never is
     assert Routes.inline(get("/readyz")) and Routes.inline(get("/healthz"))
     assert not Routes.inline(get("/hooks/git", "POST")) and not Routes.inline(get("/metrics"))

@@ -76,6 +76,7 @@ def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
@@ -183,6 +184,7 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
         wait_synced=lambda _timeout: True,
         start=lambda: None,
@@ -228,6 +230,7 @@ def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
@@ -290,6 +293,7 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
@@ -322,6 +326,7 @@ def test_a_pass_is_scheduled_a_second_after_each_window_edge() -> None:
         gate=SimpleNamespace(windows=Windows(night), now=lambda: clock[0]),
         events=SimpleNamespace(dropped=0, listeners=[]),
         silences=dict,
+        cache_sizes=dict,
         caches_behind=list,
         wait_synced=lambda _timeout: True,
     )
