@@ -78,7 +78,7 @@ def test_a_failed_thread_fails_both_probes_of_the_daemon(
 
     owner.start("events", crash).join(5)
     assert not daemon.alive() and not daemon.ready()
-    assert "gitsync_thread_crashes_total{thread=\"events\"} 5.0\n" in daemon.metrics.render()
+    assert 'gitsync_thread_crashes_total{thread="events"} 5.0\n' in daemon.metrics.render()
 
 
 def sign(body: bytes) -> str:
