@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export KUBECONFIG := $(CURDIR)/.testenv/kubeconfig
 
-.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test test-sharded demo run bench soak clean
+.PHONY: all venv binaries chromium sshd peers bundle crd-schema cluster cluster-down lint typecheck unit integration faults fuzz mutation test test-sharded demo run bench soak image clean
 
 all: test
 
@@ -45,6 +45,11 @@ binaries: $(STAMP)
 peers: $(STAMP)
 	$(PY) -m testenv.peers
 
+# gitsync's image from the Dockerfile, with buildah (no Docker engine) over a Debian
+# stand-in for its Python base; reused while its inputs are unchanged (testenv/image.py)
+image: $(STAMP)
+	$(PY) -m testenv.image
+
 # bundle/ (the OLM bundle) generated from deploy/ and crds/
 bundle: $(STAMP)
 	$(PY) -m release.bundle
@@ -70,7 +75,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -m 'not integration' tests
 
-integration: cluster chromium sshd
+integration: cluster chromium sshd image
 	$(PY) -m pytest -m integration tests
 
 # crashes and outages at full counts (5 API server kills, 20 daemon kills, ...) against a
@@ -93,7 +98,7 @@ mutation: $(STAMP)
 
 # ruff, mypy, then every test; the control plane and the packaging tools are built or reused
 # first; then the daemons' own tests again, each daemon the one member of a sharded instance
-test: lint typecheck cluster peers chromium sshd
+test: lint typecheck cluster peers chromium sshd image
 	$(PY) -m pytest tests
 	GITSYNC_TEST_SHARDING=1 $(PY) -m pytest -m integration $(SHARDED_TESTS)
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from release import versions
+
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "bundle"
 PACKAGE = "gitsync"
@@ -172,7 +174,11 @@ def _strip(meta: Mapping[str, Any]) -> Doc:
     return out
 
 
-def render_csv(docs: list[Doc], crd: Doc, version: str, icon_svg: bytes) -> Doc:
+def render_csv(
+    docs: list[Doc], crd: Doc, version: str, icon_svg: bytes, replaces: str | None = None
+) -> Doc:
+    """The CSV of ``version``; ``replaces``: the version it upgrades (OLM's upgrade graph:
+    olm-operator replaces that CSV with this one once this one has succeeded)."""
     deployment = only(docs, "Deployment")
     cluster_role = only(docs, "ClusterRole")
     role = only(docs, "Role")
@@ -186,7 +192,7 @@ def render_csv(docs: list[Doc], crd: Doc, version: str, icon_svg: bytes) -> Doc:
         "(GITSYNC_REPO, GITSYNC_REF, GITSYNC_PATH_IN_REPO) and create the Secret "
         "gitsync-webhook (key: secret) in the install namespace; see docs/operating.md."
     )
-    return {
+    csv: Doc = {
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
         "metadata": {
@@ -248,6 +254,9 @@ def render_csv(docs: list[Doc], crd: Doc, version: str, icon_svg: bytes) -> Doc:
             },
         },
     }
+    if replaces is not None and replaces != version:
+        csv["spec"]["replaces"] = f"{PACKAGE}.v{replaces}"
+    return csv
 
 
 def bundle_annotations() -> Doc:
@@ -277,11 +286,13 @@ def _dump(doc: Doc) -> str:
     return header + yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
-def files(docs: list[Doc], crd: Doc, version: str, icon_svg: bytes) -> dict[str, str]:
+def files(
+    docs: list[Doc], crd: Doc, version: str, icon_svg: bytes, replaces: str | None = None
+) -> dict[str, str]:
     """Every file of bundle/, by path relative to it."""
     out = {
         f"manifests/{PACKAGE}.clusterserviceversion.yaml": _dump(
-            render_csv(docs, crd, version, icon_svg)
+            render_csv(docs, crd, version, icon_svg, replaces)
         ),
         f"manifests/{crd['metadata']['name']}.crd.yaml": _dump(crd),
         "metadata/annotations.yaml": _dump(bundle_annotations()),
@@ -320,7 +331,8 @@ def generate(kubectl: str, root: Path = ROOT) -> dict[str, str]:
     only(docs, "Role")["rules"] = only(with_component(kubectl, root, "sharding"), "Role")["rules"]
     crd = yaml.safe_load((root / "crds" / "myapps.apps.example.com.yaml").read_text())
     icon = (root / "release" / "icon.svg").read_bytes()
-    return files(docs, crd, package_version(root), icon)
+    # the newest release before this version: the CSV this one replaces
+    return files(docs, crd, package_version(root), icon, versions.previous().version)
 
 
 def differences(wanted: dict[str, str], bundle: Path = BUNDLE) -> list[str]:
