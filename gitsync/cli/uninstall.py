@@ -132,9 +132,9 @@ def _stop_daemon(
     dry_run: bool,
     say: Callable[[str], None],
 ) -> None:
-    found = kube.list(
+    found = kube.list_items(
         resource_path("apps/v1", "deployments", namespace), params={"labelSelector": selector}
-    )["items"]
+    )
     if not found:
         say(f"no gitsync Deployment in {namespace} ({selector}): nothing to stop")
         return
@@ -142,7 +142,7 @@ def _stop_daemon(
         name = dep["metadata"]["name"]
         replicas = dep.get("spec", {}).get("replicas", 1)
         if dry_run:
-            say(f"would scale {namespace}/{name} from {replicas} to 0 replicas")
+            say(f"would scale {namespace}/{name} from {_count(replicas, 'replica')} to 0")
             continue
         kube.merge_patch(
             resource_path("apps/v1", "deployments", namespace, name),
@@ -150,27 +150,39 @@ def _stop_daemon(
             field_manager=FIELD_MANAGER,
             subject=f"Deployment/{namespace}/{name}",
         )
-        labels = dep.get("spec", {}).get("selector", {}).get("matchLabels") or {}
-        pods = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods = release.label_selector(dep.get("spec", {}).get("selector") or {})
+        path = resource_path("apps/v1", "deployments", namespace, name)
         _wait(
-            lambda: not _pods(kube, namespace, pods),  # noqa: B023 - waited for here
+            lambda: _stopped(kube, path, namespace, pods),  # noqa: B023 - waited for here
             timeout,
             f"the Pods of Deployment/{namespace}/{name}",
         )
-        say(f"stopped {namespace}/{name} ({replicas} replicas, now 0; its Pods are gone)")
+        say(f"stopped {namespace}/{name} ({_count(replicas, 'replica')}, now 0; its Pods are gone)")
 
 
-def _pods(kube: Kube, namespace: str, selector: str) -> list[Obj]:
-    params = {"labelSelector": selector} if selector else None
-    items: list[Obj] = kube.list(resource_path("v1", "pods", namespace), params=params)["items"]
-    return items
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _stopped(kube: Kube, path: str, namespace: str, selector: str | None) -> bool:
+    """No Pod of the Deployment is left: none its selector finds, and none its status
+    counts (the only word when the selector cannot be said as a query)."""
+    status = kube.get(path).get("status") or {}
+    if status.get("replicas"):
+        return False
+    if selector is None:
+        return True
+    pods = kube.list_items(
+        resource_path("v1", "pods", namespace), params={"labelSelector": selector}
+    )
+    return not pods
 
 
 def _release(kube: Kube, scope: str | None, dry_run: bool, say: Callable[[str], None]) -> None:
-    deployments = kube.list(
+    deployments = kube.list_items(
         path_of("Deployment", scope or ""),
         params={"labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}"},
-    )["items"]
+    )
     released = 0
     for dep in deployments:
         meta = dep["metadata"]
@@ -182,7 +194,7 @@ def _release(kube: Kube, scope: str | None, dry_run: bool, say: Callable[[str], 
         released += 1
     verb = "would release" if dry_run else "released"
     say(
-        f"{verb} {released} Deployments from their {KIND}s "
+        f"{verb} {_count(released, 'Deployment')} from their {KIND}s "
         "(no rollout: their Pod templates are unchanged)"
     )
 
@@ -206,10 +218,9 @@ def _release_one(kube: Kube, dep: Obj, who: str) -> None:
 
 def _myapps(kube: Kube, scope: str | None) -> list[Obj]:
     try:
-        items: list[Obj] = kube.list(path_of(KIND, scope or ""))["items"]
+        return kube.list_items(path_of(KIND, scope or ""))
     except APINotFoundError:
         return []  # no CRD: no MyApp
-    return items
 
 
 def _delete_myapps(

@@ -173,6 +173,8 @@ class Daemon:
             )
         except ValueError as e:
             raise ConfigError(f"--webhook-rate/--webhook-burst: {e}") from e
+        #: the caches behind at the last readiness probe (what the log last said)
+        self._behind: list[str] = []
         #: the threads run() starts (HTTP, leader), joined when it returns
         self._threads: list[threading.Thread] = []
         #: the deferred sync requests still waiting: stop() cancels every one
@@ -518,12 +520,19 @@ class Daemon:
             return False
         if THREADS.failed():
             return False
-        if behind := self.controller.caches_behind():
-            log.warning(
-                "not ready: the %s cache has heard nothing from the API server for over %.0fs",
-                " and ".join(behind),
-                BEHIND_SECONDS,
-            )
+        behind = self.controller.caches_behind()
+        if behind != self._behind:
+            # said once as each episode begins and ends, not at every probe
+            if behind:
+                log.warning(
+                    "not ready: the %s cache has heard nothing from the API server for over %.0fs",
+                    " and ".join(behind),
+                    BEHIND_SECONDS,
+                )
+            else:
+                log.info("the caches hear from the API server again")
+            self._behind = behind
+        if behind:
             return False
         return self.syncer is None or self.first_sync.is_set() or not self.is_leader()
 

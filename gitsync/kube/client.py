@@ -16,6 +16,7 @@ server that cannot be trusted or that refuses the credentials is a permanent
 
 from __future__ import annotations
 
+import builtins
 import collections
 import json
 import threading
@@ -302,6 +303,22 @@ class Kube:
 
     def list(self, path: str, *, params: Params = None, subject: str = "") -> Obj:
         return self.request("GET", path, params=params, subject=subject, verb="LIST")
+
+    def list_items(
+        self, path: str, *, params: Params = None, subject: str = "", page: int = 500
+    ) -> builtins.list[Obj]:
+        """Every item of a list, read ``page`` items at a time (``limit`` and
+        ``continue``): thousands of objects are never one reply, held whole by the server
+        and here."""
+        query: dict[str, str | int | bool] = {**(params or {}), "limit": page}
+        items: builtins.list[Obj] = []
+        while True:
+            reply = self.list(path, params=query, subject=subject)
+            items += reply.get("items") or []
+            cont = (reply.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+            query["continue"] = cont
 
     def apply(
         self,

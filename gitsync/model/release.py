@@ -43,3 +43,23 @@ def release_patch(deployment: Obj) -> Obj | None:
             "ownerReferences": kept or None,
         }
     }
+
+
+def label_selector(selector: Obj) -> str | None:
+    """A LabelSelector (``matchLabels`` and ``matchExpressions``) as the query string a
+    LIST takes; None when it has an operator this does not know, or selects nothing
+    (``{}`` selects every object, and no Deployment has it: the API server refuses it)."""
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
+        if op == "In":
+            terms.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            terms.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            terms.append(key)
+        elif op == "DoesNotExist":
+            terms.append(f"!{key}")
+        else:
+            return None
+    return ",".join(terms) or None

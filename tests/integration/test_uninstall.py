@@ -173,7 +173,7 @@ def test_uninstall_keeps_the_deployments_serving_and_gitsync_adopts_them_back(
         dry = gitsync(kubeconfig, *args, "--delete-myapps", "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert dry.stdout.splitlines() == [
-            f"(dry run) would scale {gitsync_ns}/gitsync from 1 to 0 replicas",
+            f"(dry run) would scale {gitsync_ns}/gitsync from 1 replica to 0",
             "(dry run) would release 3 Deployments from their MyApps (no rollout: their Pod "
             "templates are unchanged)",
             "(dry run) would delete 3 MyApps (their Deployments stay)",
@@ -184,7 +184,7 @@ def test_uninstall_keeps_the_deployments_serving_and_gitsync_adopts_them_back(
         done = gitsync(kubeconfig, *args, "--delete-myapps")
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
-            f"stopped {gitsync_ns}/gitsync (1 replicas, now 0; its Pods are gone)",
+            f"stopped {gitsync_ns}/gitsync (1 replica, now 0; its Pods are gone)",
             "released 3 Deployments from their MyApps (no rollout: their Pod templates are "
             "unchanged)",
             "deleted 3 MyApps (their Deployments stay)",

@@ -369,3 +369,24 @@ def test_readyz_fails_while_a_cache_has_heard_nothing_from_the_server(served: Se
     assert not served.daemon.ready()
     controller.caches_behind = list
     assert served.daemon.ready()
+
+
+def test_a_cache_behind_fails_readiness_and_is_said_once_per_episode(
+    served: Served, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = served.daemon
+    daemon.controller.myapps.synced.set()
+    behind: list[str] = ["myapps"]
+    monkeypatch.setattr(daemon.controller, "caches_behind", lambda: list(behind))
+    with caplog.at_level("INFO", logger="gitsync.daemon.daemon"):
+        assert [daemon.ready() for _ in range(3)] == [False, False, False]
+        behind.clear()
+        assert daemon.ready()
+        behind.append("deployments")
+        assert not daemon.ready()
+    said = [r.getMessage() for r in caplog.records if "cache" in r.getMessage()]
+    assert said == [
+        "not ready: the myapps cache has heard nothing from the API server for over 85s",
+        "the caches hear from the API server again",
+        "not ready: the deployments cache has heard nothing from the API server for over 85s",
+    ]

@@ -4,7 +4,7 @@ alone, keeps every other owner, and is guarded by the resourceVersion it was rea
 from __future__ import annotations
 
 from gitsync.model.api import Obj
-from gitsync.model.release import myapp_owned, release_patch
+from gitsync.model.release import label_selector, myapp_owned, release_patch
 
 MYAPP = {
     "apiVersion": "apps.example.com/v1",
@@ -48,3 +48,25 @@ def test_a_myapp_of_any_version_of_the_group_is_a_myapp_and_nothing_else_is() ->
     assert not myapp_owned({**MYAPP, "apiVersion": "apps.example.com.evil/v1"})
     assert not myapp_owned({**MYAPP, "kind": "Deployment"})
     assert not myapp_owned({})
+
+
+def test_a_label_selector_is_said_as_a_list_query() -> None:
+    assert label_selector({"matchLabels": {"b": "2", "a": "1"}}) == "a=1,b=2"
+    expressions = [
+        {"key": "tier", "operator": "In", "values": ["web", "api"]},
+        {"key": "env", "operator": "NotIn", "values": ["dev"]},
+        {"key": "app", "operator": "Exists"},
+        {"key": "canary", "operator": "DoesNotExist"},
+    ]
+    assert (
+        label_selector({"matchLabels": {"x": "y"}, "matchExpressions": expressions})
+        == "x=y,tier in (web,api),env notin (dev),app,!canary"
+    )
+
+
+def test_a_selector_that_cannot_be_said_is_none_never_everything() -> None:
+    # an empty query would list every Pod of the namespace
+    assert label_selector({}) is None
+    assert label_selector({"matchLabels": {}, "matchExpressions": []}) is None
+    odd = {"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "k", "operator": "Gt"}]}
+    assert label_selector(odd) is None
