@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from gitsync import threads
 from gitsync.cli import common
 from gitsync.cli.flags import RunFlags, parse_run
 from gitsync.cli.options import (
@@ -174,7 +175,7 @@ def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
 @expected_errors(1)
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
-    from gitsync.daemon.daemon import Daemon, DaemonOptions
+    from gitsync.daemon.daemon import THREAD_JOIN_TIMEOUT, Daemon, DaemonOptions
 
     flags, own = parse_run(kw)
     # before any connection: a bad --instance-name is a usage error
@@ -216,6 +217,8 @@ def run(**kw: Any) -> None:
     code = daemon.run()
     if notifier is not None:
         notifier.stop()
+    # every thread was told to end by its component's stop: the last are waited for
+    threads.THREADS.join(THREAD_JOIN_TIMEOUT)
     sys.exit(code)
 
 

@@ -264,9 +264,6 @@ class Daemon:
             t.join(THREAD_JOIN_TIMEOUT)
             if t.is_alive():
                 log.warning("thread %s did not stop", t.name)
-        # every other thread of the process (informers, workers, senders) was told to
-        # end by its component's stop above: the last of them are waited for here
-        THREADS.join(THREAD_JOIN_TIMEOUT)
         return 0
 
     def _start(self, name: str, target: Callable[[], object]) -> threading.Thread:

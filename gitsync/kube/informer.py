@@ -192,7 +192,10 @@ class Informer:
         self._thread = threads.start(f"informer-{self.name}", self._run)
 
     def stop(self) -> None:
+        """End the thread: the watch open now is shut at once (not at its next event or
+        read timeout), so that a stopping process does not wait on it."""
         self._stop.set()
+        self._hangup()
 
     def wait_synced(self, timeout: float) -> bool:
         return self.synced.wait(timeout)
@@ -314,7 +317,7 @@ class Informer:
                 return
             else:
                 raise
-        if self._hangup.hung:
+        if self._hangup.hung and not self._stop.is_set():
             log.info("informer %s: new label selector; relisting", self.name)
 
     def _watch_until_hung_up(self, rv: str) -> None:

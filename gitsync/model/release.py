@@ -51,7 +51,9 @@ def label_selector(selector: Obj) -> str | None:
     (``{}`` selects every object, and no Deployment has it: the API server refuses it)."""
     terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
     for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if not key:
+            return None
         if op == "In":
             terms.append(f"{key} in ({','.join(values)})")
         elif op == "NotIn":

@@ -146,6 +146,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gitsync/reconcile/workqueue.py": (f"{_U}test_workqueue.py", f"{_U}test_controller.py"),
     "gitsync/gitops/increment.py": (f"{_U}test_increment.py",),
     "gitsync/source/sparse.py": (f"{_U}test_sparse.py", f"{_F}test_listing.py"),
+    "gitsync/threads.py": (f"{_U}test_threads.py", f"{_U}test_daemon_http.py"),
 }
 
 
@@ -178,13 +179,15 @@ _ELSEWHERE = (
     "gitsync/reconcile/workqueue.py",
     "gitsync/gitops/increment.py",
     "gitsync/source/sparse.py",
+    "gitsync/threads.py",
 )
 
 
 def core(root: Path) -> list[str]:
     """What ``make mutation`` covers by default: every module of engine/ and model/ (a new
     one without a row in TESTS is an error, not a module left out), and the pure modules
-    elsewhere: the work queue, which MyApps a pass applies, the sparse checkout's plan."""
+    elsewhere: the work queue, which MyApps a pass applies, the sparse checkout's plan,
+    the threads' owner."""
     found = [*root.glob("gitsync/engine/*.py"), *root.glob("gitsync/model/*.py")]
     modules = sorted(p.relative_to(root).as_posix() for p in found if p.name != "__init__.py")
     return [*modules, *_ELSEWHERE]

@@ -490,3 +490,16 @@ def test_a_cache_never_synced_is_not_behind_but_unsynced() -> None:
     clock.now += BEHIND_SECONDS * 10
     assert not inf.behind() and not inf.synced.is_set()
     assert inf.silent_for() == BEHIND_SECONDS * 10  # silent since it was made
+
+
+def test_stop_ends_the_open_watch_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    api = FakeAPI([cm("a", 10)], 11)
+    inf = Informer(api, "/api/v1/configmaps", name="test")
+    inf.start()
+    assert inf.wait_synced(5)
+    eventually(lambda: api.watches == ["11"], "the watch open")
+    inf.stop()  # no event comes: only the hangup can end the stream
+    assert inf._thread is not None
+    inf._thread.join(3)
+    assert not inf._thread.is_alive()
+    assert api.lists == 1 and "relisting" not in caplog.text

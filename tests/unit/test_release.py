@@ -70,3 +70,5 @@ def test_a_selector_that_cannot_be_said_is_none_never_everything() -> None:
     assert label_selector({"matchLabels": {}, "matchExpressions": []}) is None
     odd = {"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "k", "operator": "Gt"}]}
     assert label_selector(odd) is None
+    keyless = {"matchLabels": {"a": "1"}, "matchExpressions": [{"operator": "Exists"}]}
+    assert label_selector(keyless) is None
