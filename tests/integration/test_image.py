@@ -10,6 +10,7 @@ kubeconfig is mounted read-only, as the Pod's ServiceAccount token is.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -143,6 +144,7 @@ def test_the_images_gitsync_run_syncs_a_repository(
     port = free_port()
     argv = container.argv(
         *("gitsync", "run", "--repo", git_daemon, "--path", "apps", "--interval", "5"),
+        "--allow-insecure-git",  # git:// on loopback
         *("--allowed-namespaces", namespace, "--watch-namespace", namespace),
         *("--status-namespace", namespace, "--listen", f"127.0.0.1:{port}"),
         mounts=(f"{mount}:/etc/kube:ro",),
@@ -165,7 +167,8 @@ def test_the_images_gitsync_run_syncs_a_repository(
             managers = {m["manager"] for m in app["metadata"]["managedFields"]}
             assert "gitsync" in managers, managers
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(60)
         except subprocess.TimeoutExpired:

@@ -1,5 +1,5 @@
 """SIGTERM in the middle of a pass, as the kubelet sends it when a Pod is deleted: a real
-``gitsync run`` applying a commit of 200 new MyApps (and the removal of one) gets SIGTERM
+``gitsync run`` applying a commit of 400 new MyApps (and the removal of one) gets SIGTERM
 once the API server holds some of them.
 
 What must hold, each read from the API server or from what reached the receiver: the
@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from gitsync.gitops.sync import SyncOptions
 from gitsync.kube.client import Kube, path_of, resource_path
 from tests.gitserver import Upstream
 from tests.integration.test_ha import Replica
@@ -27,7 +28,9 @@ from tests.support import app_yaml, get, wait_until
 from tests.unit.test_notify import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = 200
+APPS = 400
+#: MyApps a pass applies at once: what may still be written after the signal
+IN_FLIGHT = SyncOptions(repo="").concurrency
 
 
 def grace_period() -> int:
@@ -87,6 +90,7 @@ def test_sigterm_during_a_pass_exits_in_time_releases_the_lease_and_loses_nothin
         upstream.commit(files, f"{APPS} apps, gone removed")
         first.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: len(uids(kube, namespace)) > 20, timeout=60, what="the pass under way")
+        before = len(uids(kube, namespace)) - 1
         signalled = time.monotonic()
         first.proc.send_signal(signal.SIGTERM)
         first.proc.wait(grace_period() + 30)
@@ -102,6 +106,9 @@ def test_sigterm_during_a_pass_exits_in_time_releases_the_lease_and_loses_nothin
     held = uids(kube, namespace)
     # the signal came mid-pass: some of the commit's MyApps were never written ...
     assert len(held) - 1 < APPS, "the pass ended before the signal: nothing was tested"
+    # ... those in flight were finished, and no more started (the count just before the
+    # signal is a LIST's, a little behind: twice the pass's parallelism bounds the rest)
+    assert len(held) - 1 - before <= 2 * IN_FLIGHT, (before, len(held) - 1)
     # ... and the interrupted pass pruned nothing
     assert "gone" in held
     assert set(lease_holders(kube, namespace).values()) == {""}, "the Lease was not released"
@@ -110,6 +117,11 @@ def test_sigterm_during_a_pass_exits_in_time_releases_the_lease_and_loses_nothin
     assert len(told) == 2 and last["event"] == "sync.failed", [d["event"] for d, _ in told]
     assert "interrupted" in last["message"]
     assert at > signalled, "the interrupted pass's notification came before the signal"
+    print(
+        f"{before} of {APPS} MyApps written just before the signal, {len(held) - 1} at the "
+        f"exit; the interrupted "
+        f"pass's notification delivered {at - signalled:.1f}s after it"
+    )
 
     # the next daemon finishes the commit: every MyApp, gone pruned, none re-created
     second = Replica(kubeconfig, namespace, tmp_path / "second.log", flags)
