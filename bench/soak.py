@@ -6,7 +6,8 @@ On a private control plane (it is restarted once): N MyApps (1000) in Git, a com
 a ``kubectl scale`` of a random Deployment every 10 s (drift, corrected), a leader
 failover every 10 minutes (the leader is paused with SIGSTOP until its Lease lapses and
 the standby takes over, then resumed: both processes live the whole run, so each one's
-memory is a series of its own), and one kube-apiserver restart past the middle.
+memory is a series of its own), and one kube-apiserver restart past the middle
+(``--restarts N``: N, spread evenly after the warm-up).
 
 Each minute, for each replica: RSS, open file descriptors, threads (from /proc), the
 objects in its informer caches against the server's count, its work queue. Replica "b"
@@ -63,6 +64,8 @@ class Settings:
     commit_every: float = 30.0
     drift_every: float = 10.0
     failover_every: float = 600.0
+    #: kube-apiserver restarts, spread evenly past the warm-up
+    restarts: int = 1
     sample_every: float = 60.0
     seed: int = 1
 
@@ -298,7 +301,8 @@ def render(result: dict[str, Any]) -> str:
         f"{s['apps']} MyApps, {s['minutes']:.0f} min; a commit every {s['commit_every']:.0f} s "
         f"({result['commits']} commits), a `kubectl scale` every {s['drift_every']:.0f} s "
         f"({result['drift_edits']} edits), a leader failover every "
-        f"{s['failover_every'] / 60:.0f} min, one kube-apiserver restart. Load average at the "
+        f"{s['failover_every'] / 60:.0f} min, kube-apiserver restarts: {s.get('restarts', 1)}. "
+        "Load average at the "
         f"start {result['load_start']}, at the end {result['load_end']} "
         f"({result['cpus']} cores). Growth is counted after a {s['warmup_s'] / 60:.0f}-minute "
         "warm-up.",
@@ -424,8 +428,12 @@ def _soak(
         for a in kube.list(path_of("MyApp", ns))["items"]
     }
     first_snapshot: Path | None = None
-    restart_at = settings.seconds * 0.55
-    restarted = False
+    if settings.restarts == 1:
+        restart_times = [settings.seconds * 0.55]
+    else:
+        span = settings.seconds - settings.warmup
+        step = span / (settings.restarts + 1)
+        restart_times = [settings.warmup + step * (i + 1) for i in range(settings.restarts)]
     due = {"commit": 0.0, "drift": 0.0, "failover": settings.failover_every, "sample": 0.0}
     with DeletionWatch(kube, ns) as deletions:
         while world.t() < settings.seconds:
@@ -449,10 +457,10 @@ def _soak(
             if now >= due["failover"]:
                 failover(world)
                 due["failover"] += settings.failover_every
-            if not restarted and now >= restart_at:
+            if restart_times and now >= restart_times[0]:
+                restart_times.pop(0)
                 cp.restart("kube-apiserver", APISERVER_DOWN_S, crash=True)
                 world.event("kube-apiserver restarted", down_s=APISERVER_DOWN_S)
-                restarted = True
             time.sleep(0.5)
         sample(world)
         last_snapshot = snapshot(world.replicas[1])
@@ -504,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-every", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--drift-every", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--failover-every", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--restarts", type=int, default=1, help="kube-apiserver restarts")
+    parser.add_argument("--name", default="soak", help="results: bench/results/NAME-<date>.*")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     settings = Settings(
@@ -512,11 +522,12 @@ def main(argv: list[str] | None = None) -> int:
         commit_every=args.commit_every,
         drift_every=args.drift_every,
         failover_every=args.failover_every,
+        restarts=args.restarts,
     )
     # kept: the daemons' logs and heap snapshots are what a grown figure is read from
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-soak-"))
     result = soak(settings, tmp)
-    stem = args.out / f"soak-{result['date'][:10]}"
+    stem = args.out / f"{args.name}-{result['date'][:10]}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     stem.with_suffix(".md").write_text(render(result))
     plot(result, stem.with_suffix(".png"))
