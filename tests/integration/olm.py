@@ -14,7 +14,9 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import yaml
 from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, resource_path
 from testenv import build, peers
-from tests.support import wait_until
+from tests.support import create_namespace, wait_until
 
 Doc = dict[str, Any]
 CRDS = "apiextensions.k8s.io/v1"
@@ -207,3 +209,62 @@ def delete_cluster_objects(kube: Kube, namespace: str) -> None:
             if name.endswith(f".{namespace}"):
                 with contextlib.suppress(APINotFoundError):
                     kube.delete(f"{operators}/{name}")
+
+
+CSVS = f"{OPERATORS}/v1alpha1"
+
+
+def uninstall_csv(kube: Kube, path: str, operator: Operator) -> None:
+    """Delete the CSV while olm-operator still runs, so that it removes its finalizer; if it
+    cannot, the finalizer goes here, or the namespace would never finish terminating."""
+    with contextlib.suppress(APINotFoundError):
+        kube.delete(path)
+    deadline = time.monotonic() + 30
+    while get_or_none(kube, path) is not None:
+        if time.monotonic() > deadline or operator.proc.poll() is not None:
+            patch = {"metadata": {"finalizers": None}}
+            with contextlib.suppress(APINotFoundError):
+                kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+            break
+        time.sleep(0.5)
+
+
+@dataclass
+class Session:
+    """A namespace of OLM's own, its olm-operator, and the CSVs to delete at the end."""
+
+    namespace: str
+    operator: Operator
+    csvs: list[str] = field(default_factory=list)
+
+    def csv_path(self, name: str) -> str:
+        path = resource_path(CSVS, "clusterserviceversions", self.namespace, name)
+        self.csvs.append(path)
+        return path
+
+
+@contextlib.contextmanager
+def session(kube: Kube, kubeconfig: str, base: str, tmp: Path) -> Iterator[Session]:
+    """OLM's CRDs and switch, a namespace named after ``base`` with an AllNamespaces
+    OperatorGroup (the CSV's one install mode), and olm-operator; all undone after."""
+    binary = tool("olm")
+    with crds_installed(kube), copied_csvs_disabled(kube):
+        namespace = create_namespace(kube, base)
+        operator = Operator(binary, kubeconfig, namespace, tmp / "olm-operator.log")
+        olm = Session(namespace, operator)
+        try:
+            group = {
+                "apiVersion": f"{OPERATORS}/v1",
+                "kind": "OperatorGroup",
+                "metadata": {"name": "gitsync"},
+                "spec": {},  # no targetNamespaces: AllNamespaces
+            }
+            kube.create(resource_path(f"{OPERATORS}/v1", "operatorgroups", namespace), group)
+            yield olm
+        finally:
+            for path in reversed(olm.csvs):
+                uninstall_csv(kube, path, operator)
+            operator.stop()
+            delete_cluster_objects(kube, namespace)
+            with contextlib.suppress(APINotFoundError):
+                kube.delete(resource_path("v1", "namespaces", None, namespace))

@@ -13,7 +13,6 @@ sync a repository with no 403.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,16 +22,15 @@ from typing import Any
 import pytest
 import yaml
 
-from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, resource_path
 from release import bundle
 from tests.integration import olm
 from tests.integration.installed import assert_account_syncs
 from tests.integration.test_deploy import sa_kubeconfig
-from tests.support import create_namespace, get, wait_until
+from tests.support import get, wait_until
 
 RBAC = "rbac.authorization.k8s.io/v1"
-CSVS = f"{olm.OPERATORS}/v1alpha1"
+CSVS = olm.CSVS
 PLURALS = {
     "ConfigMap": "configmaps",
     "Service": "services",
@@ -71,66 +69,35 @@ def phase(kube: Kube, path: str) -> str:
     return str(live.get("status", {}).get("phase", ""))
 
 
-def uninstall_csv(kube: Kube, path: str, operator: olm.Operator) -> None:
-    """Delete the CSV while olm-operator still runs, so that it removes its finalizer; if it
-    cannot, the finalizer goes here, or the namespace would never finish terminating."""
-    with contextlib.suppress(APINotFoundError):
-        kube.delete(path)
-    deadline = time.monotonic() + 30
-    while olm.get_or_none(kube, path) is not None:
-        if time.monotonic() > deadline or operator.proc.poll() is not None:
-            patch = {"metadata": {"finalizers": None}}
-            with contextlib.suppress(APINotFoundError):
-                kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
-            break
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def installed(
     kube: Kube, kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installed]:
-    binary = olm.tool("olm")
     tmp = tmp_path_factory.mktemp("olm")
     docs = manifests()
     [csv] = [d for d in docs if d["kind"] == "ClusterServiceVersion"]
-    with olm.crds_installed(kube), olm.copied_csvs_disabled(kube):
-        namespace = create_namespace(kube, "gitsync-olm")
-        csv_path = resource_path(CSVS, "clusterserviceversions", namespace, csv["metadata"]["name"])
-        operator = olm.Operator(binary, kubeconfig, namespace, tmp / "olm-operator.log")
-        try:
-            group = {
-                "apiVersion": f"{olm.OPERATORS}/v1",
-                "kind": "OperatorGroup",
-                "metadata": {"name": "gitsync"},
-                "spec": {},  # no targetNamespaces: AllNamespaces, the CSV's one install mode
-            }
-            kube.create(resource_path(f"{olm.OPERATORS}/v1", "operatorgroups", namespace), group)
-            # the InstallPlan's order: the CSV, then the objects that name it as their owner
-            start = time.monotonic()
-            csvs = resource_path(CSVS, "clusterserviceversions", namespace)
-            created = kube.create(csvs, olm.managed(csv))
-            planned = olm.install_plan_objects(created)
-            for doc in planned:
-                create(kube, namespace, doc)
-            for doc in docs:
-                if doc["kind"] in ("ConfigMap", "Service", "PodDisruptionBudget"):
-                    create(kube, namespace, olm.bundle_object(doc, created))
+    with olm.session(kube, kubeconfig, "gitsync-olm", tmp) as session:
+        namespace, operator = session.namespace, session.operator
+        csv_path = session.csv_path(csv["metadata"]["name"])
+        # the InstallPlan's order: the CSV, then the objects that name it as their owner
+        start = time.monotonic()
+        csvs = resource_path(CSVS, "clusterserviceversions", namespace)
+        created = kube.create(csvs, olm.managed(csv))
+        planned = olm.install_plan_objects(created)
+        for doc in planned:
+            create(kube, namespace, doc)
+        for doc in docs:
+            if doc["kind"] in ("ConfigMap", "Service", "PodDisruptionBudget"):
+                create(kube, namespace, olm.bundle_object(doc, created))
 
-            def succeeded() -> bool:
-                operator.alive()
-                return phase(kube, csv_path) == "Succeeded"
+        def succeeded() -> bool:
+            operator.alive()
+            return phase(kube, csv_path) == "Succeeded"
 
-            wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
-            seconds = time.monotonic() - start
-            config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
-            yield Installed(namespace, csv, kube.get(csv_path), planned, seconds, config)
-        finally:
-            uninstall_csv(kube, csv_path, operator)
-            operator.stop()
-            olm.delete_cluster_objects(kube, namespace)
-            with contextlib.suppress(APINotFoundError):
-                kube.delete(resource_path("v1", "namespaces", None, namespace))
+        wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
+        seconds = time.monotonic() - start
+        config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
+        yield Installed(namespace, csv, kube.get(csv_path), planned, seconds, config)
 
 
 def test_olm_takes_the_csv_to_succeeded(installed: Installed) -> None:

@@ -16,7 +16,6 @@ CSV's deletion.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gitsync.errors import APIConflictError, APINotFoundError
+from gitsync.errors import APIConflictError
 from gitsync.kube.client import Kube, resource_path
 from release import bundle, versions
 from tests.integration import olm
@@ -37,9 +36,8 @@ from tests.integration.test_bundle_install import (
     PLURALS,
     manifests,
     phase,
-    uninstall_csv,
 )
-from tests.support import create_namespace, get, wait_until
+from tests.support import get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 Doc = dict[str, Any]
@@ -126,55 +124,38 @@ class Upgraded:
 def upgraded(
     kube: Kube, kubeconfig: str, crd: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Upgraded]:
-    binary = olm.tool("olm")
     tmp = tmp_path_factory.mktemp("olm-upgrade")
     old_docs, new_docs = previous_manifests(), manifests()
     old, new = csv_of(old_docs), csv_of(new_docs)
-    with olm.crds_installed(kube), olm.copied_csvs_disabled(kube):
-        namespace = create_namespace(kube, "gitsync-olm-upgrade")
-        old_path = resource_path(CSVS, "clusterserviceversions", namespace, old["metadata"]["name"])
-        new_path = resource_path(CSVS, "clusterserviceversions", namespace, new["metadata"]["name"])
-        operator = olm.Operator(binary, kubeconfig, namespace, tmp / "olm-operator.log")
-        try:
-            group = {
-                "apiVersion": f"{olm.OPERATORS}/v1",
-                "kind": "OperatorGroup",
-                "metadata": {"name": "gitsync"},
-                "spec": {},
-            }
-            kube.create(resource_path(f"{olm.OPERATORS}/v1", "operatorgroups", namespace), group)
-            install(kube, namespace, old_docs)
+    with olm.session(kube, kubeconfig, "gitsync-olm-upgrade", tmp) as session:
+        namespace, operator = session.namespace, session.operator
+        old_path = session.csv_path(old["metadata"]["name"])
+        new_path = session.csv_path(new["metadata"]["name"])
+        install(kube, namespace, old_docs)
 
-            def succeeded(path: str) -> bool:
-                operator.alive()
-                return phase(kube, path) == "Succeeded"
+        def succeeded(path: str) -> bool:
+            operator.alive()
+            return phase(kube, path) == "Succeeded"
 
-            wait_until(lambda: succeeded(old_path), timeout=180, interval=0.5, what="old CSV")
-            [dep] = old["spec"]["install"]["spec"]["deployments"]
-            before = get(kube, "Deployment", namespace, dep["name"])
-            assert before is not None
+        wait_until(lambda: succeeded(old_path), timeout=180, interval=0.5, what="old CSV")
+        [dep] = old["spec"]["install"]["spec"]["deployments"]
+        before = get(kube, "Deployment", namespace, dep["name"])
+        assert before is not None
 
-            start = time.monotonic()
-            install(kube, namespace, new_docs)
-            seen: list[str] = []
+        start = time.monotonic()
+        install(kube, namespace, new_docs)
+        seen: list[str] = []
 
-            def replaced() -> bool:
-                operator.alive()
-                now = phase(kube, old_path) or "(deleted)"
-                if not seen or seen[-1] != now:
-                    seen.append(now)
-                return now == "(deleted)" and phase(kube, new_path) == "Succeeded"
+        def replaced() -> bool:
+            operator.alive()
+            now = phase(kube, old_path) or "(deleted)"
+            if not seen or seen[-1] != now:
+                seen.append(now)
+            return now == "(deleted)" and phase(kube, new_path) == "Succeeded"
 
-            wait_until(replaced, timeout=240, interval=0.2, what="OLM to replace the old CSV")
-            seconds = time.monotonic() - start
-            yield Upgraded(namespace, old, kube.get(new_path), before, seconds, seen)
-        finally:
-            for path in (new_path, old_path):
-                uninstall_csv(kube, path, operator)
-            operator.stop()
-            olm.delete_cluster_objects(kube, namespace)
-            with contextlib.suppress(APINotFoundError):
-                kube.delete(resource_path("v1", "namespaces", None, namespace))
+        wait_until(replaced, timeout=240, interval=0.2, what="OLM to replace the old CSV")
+        seconds = time.monotonic() - start
+        yield Upgraded(namespace, old, kube.get(new_path), before, seconds, seen)
 
 
 def test_the_new_csv_replaces_the_previous_release(upgraded: Upgraded) -> None:
