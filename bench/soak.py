@@ -107,7 +107,6 @@ class Replica:
 class World:
     settings: Settings
     kube: Kube
-    cp: PrivateControlPlane
     ns: str
     upstream: Upstream
     replicas: list[Replica]
@@ -398,7 +397,7 @@ def _soak(
     )
     ensure_nodes(kube, settings.apps * 2)
     upstream = Upstream(tmp / "git")
-    world = World(settings, kube, cp, ns, upstream, [], random.Random(settings.seed))
+    world = World(settings, kube, ns, upstream, [], random.Random(settings.seed))
     for _ in range(settings.apps):
         _new_app(world)
     upstream.commit(apps_files(ns, world.images), "soak: the fleet")

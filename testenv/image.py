@@ -219,12 +219,6 @@ class Container:
         subprocess.run([*BUILDAH, "rm", self.id], capture_output=True, check=False)
 
 
-def size_mib(image: str) -> float:
-    """The image's size as buildah stores it (its layers, uncompressed)."""
-    out = _run(*BUILDAH, "inspect", "--type", "image", "--format", "{{.ImageSize}}", image)
-    return round(int(out.strip() or 0) / 2**20, 1) if out.strip().isdigit() else -1.0
-
-
 def main() -> int:
     try:
         print(build())

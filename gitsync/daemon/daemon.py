@@ -513,7 +513,7 @@ class Daemon:
     def ready(self) -> bool:
         if not self.controller.myapps.synced.is_set():
             return False
-        if THREADS.failed():
+        if not self.alive():
             return False
         behind = self.controller.caches_behind()
         if behind != self._behind:
