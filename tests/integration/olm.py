@@ -127,8 +127,13 @@ class Operator:
         # --namespace: where OLM runs its cleanup; --writeStatusName "": no OpenShift
         # ClusterOperator to report to. Its metrics server listens on :8080, hard-coded in
         # v0.33.0 (no flag); if that port is taken it logs an error and carries on.
+        # --interval: the wake-up resync of every CSV, 5 minutes by default. A CSV whose sync
+        # fails while OLM's caches lag (a replaced CSV waiting for its ClusterRoles to be
+        # gone, a new one for its RBAC) is retried with a backoff that doubles from 5 ms on
+        # every failure and reaches minutes when a loaded machine makes it fail many times in
+        # a row; only the resync then wakes it. 30 s keeps that within a test's patience.
         self.proc = subprocess.Popen(
-            [binary, "--namespace", namespace, "--writeStatusName", ""],
+            [binary, "--namespace", namespace, "--writeStatusName", "", "--interval", "30s"],
             stdout=self._out,
             stderr=subprocess.STDOUT,
             env=dict(os.environ, KUBECONFIG=kubeconfig),
@@ -241,6 +246,43 @@ class Session:
         path = resource_path(CSVS, "clusterserviceversions", self.namespace, name)
         self.csvs.append(path)
         return path
+
+    def describe(self, kube: Kube) -> str:
+        """What a timed-out wait should say: each CSV's phase, reason, message and
+        conditions, the namespace's Deployments and Pods, and olm-operator's last lines."""
+        lines = []
+        for path in self.csvs:
+            live = get_or_none(kube, path)
+            if live is None:
+                lines.append(f"{path}: (deleted)")
+                continue
+            status = live.get("status") or {}
+            finalizers = live["metadata"].get("finalizers")
+            deleting = live["metadata"].get("deletionTimestamp")
+            lines.append(
+                f"{path}: phase={status.get('phase')} reason={status.get('reason')} "
+                f"message={status.get('message')!r} finalizers={finalizers} deleting={deleting}"
+            )
+            for cond in (status.get("conditions") or [])[-6:]:
+                lines.append(f"  {cond.get('phase')} {cond.get('reason')}: {cond.get('message')}")
+            for req in status.get("requirementStatus") or []:
+                if req.get("status") != "Present":
+                    lines.append(f"  requirement {req.get('kind')} {req.get('name')}: {req}")
+        apps = kube.list(resource_path("apps/v1", "deployments", self.namespace))["items"]
+        for dep in apps:
+            conds = {c["type"]: c["status"] for c in dep.get("status", {}).get("conditions") or []}
+            owners = [o["name"] for o in dep["metadata"].get("ownerReferences") or []]
+            lines.append(f"deployment {dep['metadata']['name']}: owners={owners} {conds}")
+        pods = kube.list(resource_path("v1", "pods", self.namespace))["items"]
+        for pod in pods:
+            status = pod.get("status") or {}
+            ready = [c["status"] for c in status.get("conditions") or [] if c["type"] == "Ready"]
+            lines.append(
+                f"pod {pod['metadata']['name']}: node={pod['spec'].get('nodeName')} "
+                f"phase={status.get('phase')} ready={ready}"
+            )
+        tail = self.operator.output().splitlines()[-40:]
+        return "\n".join([*lines, "olm-operator's last lines:", *tail])
 
 
 @contextlib.contextmanager

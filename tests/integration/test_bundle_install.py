@@ -94,7 +94,10 @@ def installed(
             operator.alive()
             return phase(kube, csv_path) == "Succeeded"
 
-        wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
+        try:
+            wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
+        except pytest.fail.Exception as e:
+            pytest.fail(f"{e}\n{session.describe(kube)}", pytrace=False)
         seconds = time.monotonic() - start
         config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
         yield Installed(namespace, csv, kube.get(csv_path), planned, seconds, config)

@@ -137,7 +137,10 @@ def upgraded(
             operator.alive()
             return phase(kube, path) == "Succeeded"
 
-        wait_until(lambda: succeeded(old_path), timeout=180, interval=0.5, what="old CSV")
+        try:
+            wait_until(lambda: succeeded(old_path), timeout=180, interval=0.5, what="old CSV")
+        except pytest.fail.Exception as e:
+            pytest.fail(f"{e}\n{session.describe(kube)}", pytrace=False)
         [dep] = old["spec"]["install"]["spec"]["deployments"]
         before = get(kube, "Deployment", namespace, dep["name"])
         assert before is not None
@@ -153,7 +156,13 @@ def upgraded(
                 seen.append(now)
             return now == "(deleted)" and phase(kube, new_path) == "Succeeded"
 
-        wait_until(replaced, timeout=240, interval=0.2, what="OLM to replace the old CSV")
+        try:
+            wait_until(replaced, timeout=240, interval=0.2, what="OLM to replace the old CSV")
+        except pytest.fail.Exception as e:
+            pytest.fail(
+                f"{e}\nthe old CSV went {' -> '.join(seen)}\n{session.describe(kube)}",
+                pytrace=False,
+            )
         seconds = time.monotonic() - start
         yield Upgraded(namespace, old, kube.get(new_path), before, seconds, seen)
 
