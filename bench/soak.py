@@ -7,7 +7,8 @@ a ``kubectl scale`` of a random Deployment every 10 s (drift, corrected), a lead
 failover every 10 minutes (the leader is paused with SIGSTOP until its Lease lapses and
 the standby takes over, then resumed: both processes live the whole run, so each one's
 memory is a series of its own), and one kube-apiserver restart past the middle
-(``--restarts N``: N, spread evenly after the warm-up).
+(``--restarts N``: N, spread evenly after the warm-up; ``--warmup-restart``: one more in
+the warm-up, ``--warmup MINUTES``: its length).
 
 Each minute, for each replica: RSS, open file descriptors, threads (from /proc), the
 objects in its informer caches against the server's count, its work queue. Replica "b"
@@ -66,6 +67,10 @@ class Settings:
     failover_every: float = 600.0
     #: kube-apiserver restarts, spread evenly past the warm-up
     restarts: int = 1
+    #: minutes before growth is counted (None: see ``warmup``)
+    warmup_minutes: float | None = None
+    #: one more kube-apiserver restart, in the middle of the warm-up
+    warmup_restart: bool = False
     sample_every: float = 60.0
     seed: int = 1
 
@@ -78,7 +83,18 @@ class Settings:
         """Seconds before growth is counted: caches filled, and each replica has led
         (the first failover is in it): a standby that first leads imports and fills
         what a leader needs."""
+        if self.warmup_minutes is not None:
+            return self.warmup_minutes * 60
         return min(self.failover_every + 300.0, self.seconds / 4)
+
+    def restart_times(self) -> list[float]:
+        """When kube-apiserver is restarted: ``restarts`` times, spread evenly past the
+        warm-up, and once in the warm-up's middle if asked (a process's first relist
+        and first errors cost it once: imports, pools, the allocator's high-water)."""
+        span = self.seconds - self.warmup
+        step = span / (self.restarts + 1)
+        after = [self.warmup + step * (i + 1) for i in range(self.restarts)]
+        return [self.warmup / 2, *after] if self.warmup_restart else after
 
 
 @dataclass
@@ -300,7 +316,8 @@ def render(result: dict[str, Any]) -> str:
         f"{s['apps']} MyApps, {s['minutes']:.0f} min; a commit every {s['commit_every']:.0f} s "
         f"({result['commits']} commits), a `kubectl scale` every {s['drift_every']:.0f} s "
         f"({result['drift_edits']} edits), a leader failover every "
-        f"{s['failover_every'] / 60:.0f} min, kube-apiserver restarts: {s.get('restarts', 1)}. "
+        f"{s['failover_every'] / 60:.0f} min, kube-apiserver restarts: {s.get('restarts', 1)}"
+        f"{' (and one in the warm-up)' if s.get('warmup_restart') else ''}. "
         "Load average at the "
         f"start {result['load_start']}, at the end {result['load_end']} "
         f"({result['cpus']} cores). Growth is counted after a {s['warmup_s'] / 60:.0f}-minute "
@@ -427,12 +444,7 @@ def _soak(
         for a in kube.list(path_of("MyApp", ns))["items"]
     }
     first_snapshot: Path | None = None
-    if settings.restarts == 1:
-        restart_times = [settings.seconds * 0.55]
-    else:
-        span = settings.seconds - settings.warmup
-        step = span / (settings.restarts + 1)
-        restart_times = [settings.warmup + step * (i + 1) for i in range(settings.restarts)]
+    restart_times = settings.restart_times()
     due = {"commit": 0.0, "drift": 0.0, "failover": settings.failover_every, "sample": 0.0}
     with DeletionWatch(kube, ns) as deletions:
         while world.t() < settings.seconds:
@@ -512,6 +524,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drift-every", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--failover-every", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument("--restarts", type=int, default=1, help="kube-apiserver restarts")
+    parser.add_argument(
+        "--warmup", type=float, default=None, metavar="MINUTES", help="before growth counts"
+    )
+    parser.add_argument(
+        "--warmup-restart",
+        action="store_true",
+        help="one more kube-apiserver restart, in the warm-up",
+    )
     parser.add_argument("--name", default="soak", help="results: bench/results/NAME-<date>.*")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -522,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         drift_every=args.drift_every,
         failover_every=args.failover_every,
         restarts=args.restarts,
+        warmup_minutes=args.warmup,
+        warmup_restart=args.warmup_restart,
     )
     # kept: the daemons' logs and heap snapshots are what a grown figure is read from
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-soak-"))

@@ -15,6 +15,13 @@ runs, everything unfrozen first, every ``full_every`` seconds. (While the caches
 fill, the collector still runs: off, it made a start at 20,000 MyApps 6 s shorter, but
 the cycles it left until the first settle held 36 MiB for good.)
 
+With each full collection the table of shared nodes (:mod:`gitsync.model.compact`)
+forgets what only it still holds. Left to itself it does so when it has doubled: a fleet
+whose images and statuses change all day kept up to as many dead nodes as live ones
+(1 MiB more and its table's dict doubled within an hour of the soak, at 1000 MyApps); swept
+every ``full_every`` it keeps at most that long's churn. A sweep of a table of 180,000
+nodes (20,000 Deployments) takes 0.06 s.
+
 Then the C library is asked to give its free pages back (``malloc_trim``, glibc): those
 the initial LISTs' replies and a pass's garbage left, 1.1 KiB per MyApp at 20,000.
 """
@@ -25,6 +32,8 @@ import ctypes
 import gc
 import time
 from collections.abc import Callable
+
+from gitsync.model.compact import SHARED
 
 #: seconds between full collections (0.8 s of CPU at 20,000 MyApps, once in ten minutes)
 FULL_EVERY = 600.0
@@ -45,21 +54,27 @@ class Heap:
         full_every: float = FULL_EVERY,
         clock: Callable[[], float] = time.monotonic,
         trim: Callable[[], object] | None = _libc_trim(),  # noqa: B008 (one lookup)
+        sweep: Callable[[], object] = SHARED.sweep,
     ) -> None:
         self.full_every = full_every
         self._clock = clock
         self._trim = trim
+        self._sweep = sweep
         self._last_full: float | None = None
 
     def settle(self) -> None:
-        """Collect what is new (everything, when a full collection is due), freeze what
-        survives, then give the C library's free pages back. Called by one thread at a
-        time (the sync job)."""
+        """Collect what is new (everything, when a full collection is due, and then the
+        shared nodes nothing holds any more), freeze what survives, then give the C
+        library's free pages back. Called by one thread at a time (the sync job)."""
         now = self._clock()
-        if self._last_full is None or now - self._last_full >= self.full_every:
+        full = self._last_full is None or now - self._last_full >= self.full_every
+        if full:
             gc.unfreeze()
             self._last_full = now
         gc.collect()
+        if full:
+            # after the collection: a cycle it freed no longer holds its nodes
+            self._sweep()
         gc.freeze()
         if self._trim is not None:
             self._trim()

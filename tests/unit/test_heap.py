@@ -61,6 +61,35 @@ def test_a_cycle_frozen_alive_is_collected_by_the_next_full_collection() -> None
     assert gc.get_freeze_count() > 0
 
 
+def test_the_shared_table_is_swept_after_each_full_collection_only() -> None:
+    now = [1000.0]
+    sweeps: list[bool] = []
+
+    def sweep() -> None:
+        # after the collection: the cycle made below is gone by then
+        sweeps.append(ref() is None)
+
+    heap = Heap(full_every=600, clock=lambda: now[0], sweep=sweep)
+    ref = _cycle()
+    heap.settle()  # the first settle is a full one
+    assert sweeps == [True]
+    for t in (1100.0, 1599.0):
+        now[0] = t
+        heap.settle()
+    assert sweeps == [True]
+    now[0] = 1600.0
+    heap.settle()
+    assert sweeps == [True, True]
+
+
+def test_a_full_settle_sweeps_the_shared_table() -> None:
+    from gitsync.model.compact import SHARED
+
+    before = SHARED.sweeps
+    Heap(trim=None).settle()
+    assert SHARED.sweeps == before + 1
+
+
 def test_the_heap_is_trimmed_after_the_freeze() -> None:
     trims: list[bool] = []
     Heap(trim=lambda: trims.append(gc.get_freeze_count() > 0)).settle()

@@ -51,6 +51,16 @@ def test_the_summary_counts_after_the_warm_up_and_compares_caches_with_the_serve
     assert got["fds_min_max"] == [10, 10] and got["traced"] is False
 
 
+def test_restarts_are_spread_past_the_warm_up_and_one_more_may_fall_in_it() -> None:
+    one = soak.Settings(minutes=60, apps=10, failover_every=600)
+    assert one.restart_times() == [900 + 1350]  # the middle of what is counted
+    three = soak.Settings(minutes=60, apps=10, failover_every=600, restarts=3)
+    assert three.restart_times() == [900 + 675, 900 + 1350, 900 + 2025]
+    warm = soak.Settings(minutes=85, apps=10, restarts=1, warmup_minutes=25, warmup_restart=True)
+    assert warm.warmup == 1500
+    assert warm.restart_times() == [750, 1500 + 1800]
+
+
 def test_heap_snapshots_are_written_numbered_and_compared_by_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
