@@ -17,8 +17,8 @@ an object it read from a cache (it builds new dicts: ``{**live, ...}``,
 tests run it after each test that holds caches.
 
 The table of shared nodes forgets a node once nothing but the table holds it
-(``sweep``, run whenever the table has doubled), so a year of churn does not grow
-it. Thread-safe without a lock: each step is one dict operation; two threads
+(``sweep``, run whenever the table has doubled, and by the daemon with each full
+collection: :mod:`gitsync.daemon.heap`), so a year of churn does not grow it. Thread-safe without a lock: each step is one dict operation; two threads
 compacting equal nodes at once at worst share one of them less.
 """
 
