@@ -18,8 +18,9 @@ tests run it after each test that holds caches.
 
 The table of shared nodes forgets a node once nothing but the table holds it
 (``sweep``, run whenever the table has doubled, and by the daemon with each full
-collection: :mod:`gitsync.daemon.heap`), so a year of churn does not grow it. Thread-safe without a lock: each step is one dict operation; two threads
-compacting equal nodes at once at worst share one of them less.
+collection: :mod:`gitsync.daemon.heap`), so a year of churn does not grow it.
+Thread-safe without a lock: each step is one dict operation; two threads compacting
+equal nodes at once at worst share one of them less.
 """
 
 from __future__ import annotations
