@@ -99,10 +99,17 @@ def test_only_the_leader_writes_and_the_standby_takes_over(
     wait_until(lambda: holder(kube, namespace), timeout=30, what="a leader")
     kube.create(path_of("MyApp", namespace), myapp(namespace, "one"))
     wait_until(lambda: get(kube, "Deployment", namespace, "one"), what="the Deployment")
-    leader = next(r for r in replicas if r.metric("gitsync_leader") == 1)
+    [leader] = wait_until(
+        lambda: [r for r in replicas if r.metric("gitsync_leader") == 1],
+        what="the leader's gitsync_leader gauge",
+    )
     standby = next(r for r in replicas if r is not leader)
     assert holder(kube, namespace).endswith(f"_{leader.proc.pid}")
-    assert leader.metric("gitsync_api_requests_total", verb="APPLY") >= 2
+    # the Deployment and then the MyApp's status: the status may still be on its way
+    wait_until(
+        lambda: leader.metric("gitsync_api_requests_total", verb="APPLY") >= 2,
+        what="the leader's applies of the Deployment and the status",
+    )
     assert standby.metric("gitsync_api_requests_total", verb="APPLY") == 0
 
     # a crash: no release, the standby waits out the lease (15 s)
