@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,6 +246,28 @@ class Session:
         path = resource_path(CSVS, "clusterserviceversions", self.namespace, name)
         self.csvs.append(path)
         return path
+
+    def wait_until(
+        self,
+        kube: Kube,
+        fn: Callable[[], bool],
+        *,
+        timeout: float,
+        interval: float,
+        what: str,
+        seen: Callable[[], str] = str,
+    ) -> None:
+        """``tests.support.wait_until`` with olm-operator checked alive on each poll; a
+        timeout says what ``seen`` saw and what OLM holds (``describe``)."""
+
+        def poll() -> bool:
+            self.operator.alive()
+            return fn()
+
+        try:
+            wait_until(poll, timeout=timeout, interval=interval, what=what)
+        except pytest.fail.Exception as e:
+            pytest.fail(f"{e}\n{seen()}\n{self.describe(kube)}", pytrace=False)
 
     def describe(self, kube: Kube) -> str:
         """What a timed-out wait should say: each CSV's phase, reason, message and

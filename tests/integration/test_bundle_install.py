@@ -77,7 +77,7 @@ def installed(
     docs = manifests()
     [csv] = [d for d in docs if d["kind"] == "ClusterServiceVersion"]
     with olm.session(kube, kubeconfig, "gitsync-olm", tmp) as session:
-        namespace, operator = session.namespace, session.operator
+        namespace = session.namespace
         csv_path = session.csv_path(csv["metadata"]["name"])
         # the InstallPlan's order: the CSV, then the objects that name it as their owner
         start = time.monotonic()
@@ -90,14 +90,13 @@ def installed(
             if doc["kind"] in ("ConfigMap", "Service", "PodDisruptionBudget"):
                 create(kube, namespace, olm.bundle_object(doc, created))
 
-        def succeeded() -> bool:
-            operator.alive()
-            return phase(kube, csv_path) == "Succeeded"
-
-        try:
-            wait_until(succeeded, timeout=180, interval=0.5, what="the CSV to reach Succeeded")
-        except pytest.fail.Exception as e:
-            pytest.fail(f"{e}\n{session.describe(kube)}", pytrace=False)
+        session.wait_until(
+            kube,
+            lambda: phase(kube, csv_path) == "Succeeded",
+            timeout=180,
+            interval=0.5,
+            what="the CSV to reach Succeeded",
+        )
         seconds = time.monotonic() - start
         config = sa_kubeconfig(kube, kubeconfig, namespace, tmp / "gitsync.kubeconfig")
         yield Installed(namespace, csv, kube.get(csv_path), planned, seconds, config)

@@ -128,19 +128,18 @@ def upgraded(
     old_docs, new_docs = previous_manifests(), manifests()
     old, new = csv_of(old_docs), csv_of(new_docs)
     with olm.session(kube, kubeconfig, "gitsync-olm-upgrade", tmp) as session:
-        namespace, operator = session.namespace, session.operator
+        namespace = session.namespace
         old_path = session.csv_path(old["metadata"]["name"])
         new_path = session.csv_path(new["metadata"]["name"])
         install(kube, namespace, old_docs)
 
-        def succeeded(path: str) -> bool:
-            operator.alive()
-            return phase(kube, path) == "Succeeded"
-
-        try:
-            wait_until(lambda: succeeded(old_path), timeout=180, interval=0.5, what="old CSV")
-        except pytest.fail.Exception as e:
-            pytest.fail(f"{e}\n{session.describe(kube)}", pytrace=False)
+        session.wait_until(
+            kube,
+            lambda: phase(kube, old_path) == "Succeeded",
+            timeout=180,
+            interval=0.5,
+            what="old CSV",
+        )
         [dep] = old["spec"]["install"]["spec"]["deployments"]
         before = get(kube, "Deployment", namespace, dep["name"])
         assert before is not None
@@ -150,19 +149,19 @@ def upgraded(
         seen: list[str] = []
 
         def replaced() -> bool:
-            operator.alive()
             now = phase(kube, old_path) or "(deleted)"
             if not seen or seen[-1] != now:
                 seen.append(now)
             return now == "(deleted)" and phase(kube, new_path) == "Succeeded"
 
-        try:
-            wait_until(replaced, timeout=240, interval=0.2, what="OLM to replace the old CSV")
-        except pytest.fail.Exception as e:
-            pytest.fail(
-                f"{e}\nthe old CSV went {' -> '.join(seen)}\n{session.describe(kube)}",
-                pytrace=False,
-            )
+        session.wait_until(
+            kube,
+            replaced,
+            timeout=240,
+            interval=0.2,
+            what="OLM to replace the old CSV",
+            seen=lambda: f"the old CSV went {' -> '.join(seen)}",
+        )
         seconds = time.monotonic() - start
         yield Upgraded(namespace, old, kube.get(new_path), before, seconds, seen)
 
