@@ -46,6 +46,11 @@ Handler = Callable[[EventType, Obj], None]
 #: transform), given the version it replaces: by default all of it
 Transform = Callable[[Obj, Obj | None], Obj]
 
+#: objects per LIST page. Each page is decoded whole, and what is decoded alongside it
+#: and kept (by any thread) keeps the allocator's arenas it lands in: 500 Deployments
+#: decode to about 10 MiB, which a standby's relist of 1000 MyApps left in its RSS for
+#: good (see ``_kept``); 100 take a fifth of that, for a request more per 100 objects
+PAGE_SIZE = 100
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 #: kube-apiserver sends a watch that asks for bookmarks one about every minute (and 2 s
 #: before its ``timeoutSeconds``), whether or not anything changed
@@ -78,7 +83,7 @@ class Informer:
         *,
         label_selector: str | None = None,
         name: str = "",
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         clock: Callable[[], float] = time.monotonic,
         transform: Transform | None = None,
     ) -> None:
@@ -132,10 +137,21 @@ class Informer:
                 self.version += 1
 
     def _kept(self, key: str, obj: Obj) -> Obj:
-        """What the cache keeps of ``obj``: the transform, given the version it
-        replaces or else the last object kept (in a fleet, objects of one kind are
-        alike: a compacting transform takes each part equal to it from it whole)."""
-        kept = self._transform(obj, self.cache.get(key) or self._last)
+        """What the cache keeps of ``obj``: what it holds already when that is the same
+        version, else the transform, given the version it replaces or else the last
+        object kept (in a fleet, objects of one kind are alike: a compacting transform
+        takes each part equal to it from it whole).
+
+        A relist (after any broken watch: an API server restart, a silent connection)
+        brings back mostly what the cache holds. Kept anew, each object's few own nodes
+        were allocated among its decoded page's garbage and pinned that memory: a
+        standby's first relist of 1000 MyApps left 10 of Python's 1 MiB arenas almost
+        empty and its RSS 11 MiB higher for good. Kept as held, a relist keeps
+        nothing of its pages, and costs no transform."""
+        held = self.cache.get(key)
+        if held is not None and _same_version(held, obj):
+            return held
+        kept = self._transform(obj, held or self._last)
         self._last = kept  # from several threads: any recent object of the kind will do
         return kept
 
@@ -246,6 +262,10 @@ class Informer:
         # a selector changed after this point hangs the next watch up before it opens
         self._hangup.reset()
         items: dict[str, Obj] = {}
+        # the cache's own key strings, for the keys listed again (see ``_kept``: a key
+        # made anew would be kept, allocated among the page's garbage)
+        with self._lock:
+            keys = {key: key for key in self.cache}
         params = self._params() | {"limit": self.page_size}
         while True:
             page = self.kube.list(self.path, params=params, subject=self.name)
@@ -258,6 +278,7 @@ class Informer:
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
                 key = key_of(obj)
+                key = keys.get(key, key)
                 items[key] = self._kept(key, obj)
             cont = page.get("metadata", {}).get("continue")
             if not cont:
@@ -393,6 +414,13 @@ def _newer(a: Obj, b: Obj) -> bool:
     if ra.isdigit() and rb.isdigit():
         return int(ra) > int(rb)
     return False
+
+
+def _same_version(a: Obj, b: Obj) -> bool:
+    """The same version of the same object: the API server gives every write a new
+    resourceVersion, so two copies that share one are equal."""
+    rv = _rv(a)
+    return bool(rv) and rv == _rv(b) and _uid(a) == _uid(b)
 
 
 def _not_after(a: str, b: str) -> bool:

@@ -375,6 +375,37 @@ def test_a_compacting_cache_takes_an_events_unchanged_parts_from_the_version_it_
     assert db is not None and db["spec"] is cached_second["spec"]
 
 
+def test_a_relist_keeps_the_objects_it_holds_at_the_same_version_and_their_keys(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    calls: list[str] = []
+
+    def transform(obj: Obj, like: Obj | None) -> Obj:
+        calls.append(obj["metadata"]["name"])
+        return cached(obj, like)
+
+    same, changed, reborn = cm("same", 5), cm("changed", 6, uid="u-c"), cm("reborn", 7, uid="u-r")
+    inf, api, rec = started([same, changed, reborn], 10, transform=transform)
+    held = {k: inf.get(f"ns/{k}") for k in ("same", "changed", "reborn")}
+    keys = {k: next(key for key in inf.cache if key == f"ns/{k}") for k in held}
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    calls.clear()
+    # the same resourceVersion under another uid: deleted and created anew (only a
+    # server whose versions are not etcd's could do it; a uid is never reused)
+    api.items = [same, cm("changed", 12, uid="u-c"), cm("reborn", 7, uid="u-r2")]
+    api.list_rv = 20
+    api.break_watch()
+    eventually(lambda: api.watches == ["10", "20"], "the relist and a new watch")
+    rec.wait_for(("MODIFIED", "changed", "12"))
+    assert inf.get("ns/same") is held["same"]  # the very object: nothing new kept
+    # and under the very key string, for every key listed again
+    assert all(next(key for key in inf.cache if key == f"ns/{k}") is keys[k] for k in keys)
+    assert sorted(calls) == ["changed", "reborn"]
+    now_changed, now_reborn = inf.get("ns/changed"), inf.get("ns/reborn")
+    assert now_changed is not None and now_changed["metadata"]["resourceVersion"] == "12"
+    assert now_reborn is not None and now_reborn["metadata"]["uid"] == "u-r2"
+
+
 def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> None:
     a, b = cm("a", 10), cm("b", 11, uid="uid-2")
     a["metadata"]["labels"] = {"shard": "1"}
