@@ -454,7 +454,9 @@ def _soak(
                 due["sample"] += settings.sample_every
             if first_snapshot is None and now >= settings.warmup:
                 first_snapshot = snapshot(world.replicas[1])
-                world.event("heap snapshot", file=str(first_snapshot))
+                # its name only: the directory is this run's temporary one (printed at the start)
+                taken = first_snapshot.name if first_snapshot is not None else None
+                world.event("heap snapshot", file=taken)
             if now >= due["commit"]:
                 try:
                     commit(world)
