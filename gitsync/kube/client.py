@@ -20,7 +20,7 @@ import builtins
 import collections
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
@@ -45,6 +45,7 @@ from gitsync.errors import (
 )
 from gitsync.kube.kubeconfig import default_namespace, rest_client, tls_problem
 from gitsync.kube.kubeconfig import load_configuration as load_configuration  # where callers look
+from gitsync.kube.listreply import read_list
 from gitsync.model.api import API_VERSION, KIND, PLURAL, Obj
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: SSA bodies are sent as JSON
@@ -172,6 +173,37 @@ class Kube:
         timeout: float | None = None,
         verb: str | None = None,
     ) -> Obj:
+        reply = self._exchange(
+            method,
+            path,
+            params=params,
+            body=body,
+            content_type=content_type,
+            subject=subject,
+            timeout=timeout,
+            verb=verb,
+        )
+        if not reply:
+            return {}
+        try:
+            result: Obj = json.loads(reply)
+        except ValueError as e:
+            raise APIServerError(subject or path, "the API server sent invalid JSON") from e
+        return result
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params,
+        body: Obj | None,
+        content_type: str | None,
+        subject: str,
+        timeout: float | None,
+        verb: str | None,
+    ) -> bytes:
+        """One request; the reply's body, or the error its status means."""
         url = self.host + path
         if params:
             url += "?" + urlencode({k: _param(v) for k, v in params.items()})
@@ -204,13 +236,7 @@ class Kube:
             raise self._unauthorized(subject or path)
         if resp.status >= 400:
             raise map_error(subject or path, resp.status, reply, resp.headers)
-        if not reply:
-            return {}
-        try:
-            result: Obj = json.loads(reply)
-        except ValueError as e:
-            raise APIServerError(subject or path, "the API server sent invalid JSON") from e
-        return result
+        return reply
 
     def stream(
         self,
@@ -303,6 +329,26 @@ class Kube:
 
     def list(self, path: str, *, params: Params = None, subject: str = "") -> Obj:
         return self.request("GET", path, params=params, subject=subject, verb="LIST")
+
+    def list_each(
+        self, path: str, each: Callable[[Obj], None], *, params: Params = None, subject: str = ""
+    ) -> Obj:
+        """A LIST whose items are given to ``each`` one at a time, as they are decoded
+        (see :mod:`gitsync.kube.listreply`); the list without its items."""
+        reply = self._exchange(
+            "GET",
+            path,
+            params=params,
+            body=None,
+            content_type=None,
+            subject=subject,
+            timeout=None,
+            verb="LIST",
+        )
+        try:
+            return read_list(reply, each)
+        except ValueError as e:
+            raise APIServerError(subject or path, "the API server sent invalid JSON") from e
 
     def list_items(
         self, path: str, *, params: Params = None, subject: str = "", page: int = 500

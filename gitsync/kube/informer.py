@@ -46,10 +46,12 @@ Handler = Callable[[EventType, Obj], None]
 #: transform), given the version it replaces: by default all of it
 Transform = Callable[[Obj, Obj | None], Obj]
 
-#: objects per LIST page. Each page is decoded whole, and what is decoded alongside it
-#: and kept (by any thread) keeps the allocator's arenas it lands in: 500 Deployments
-#: decode to about 10 MiB, which a standby's relist of 1000 MyApps left in its RSS for
-#: good (see ``_kept``); 100 take a fifth of that, for a request more per 100 objects
+#: objects per LIST page. A page's items are decoded one at a time, and those the cache
+#: holds at the same version are dropped at once (``_list``); the others (all of them
+#: on the first list) are decoded before they are kept, and what is allocated alongside
+#: them and kept (by any thread) keeps the allocator's arenas it lands in: 500
+#: Deployments decode to about 10 MiB; 100 take a fifth of that, for a request more
+#: per 100 objects
 PAGE_SIZE = 100
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 #: kube-apiserver sends a watch that asks for bookmarks one about every minute (and 2 s
@@ -267,19 +269,33 @@ class Informer:
         with self._lock:
             keys = {key: key for key in self.cache}
         params = self._params() | {"limit": self.page_size}
+        fresh: list[Obj] = []
+
+        def each(obj: Obj) -> None:
+            # an object the cache holds at this version is taken as held the moment it is
+            # decoded, and its copy dropped (see ``_kept``); the others wait for the page
+            key = key_of(obj)
+            key = keys.get(key, key)
+            held = self.cache.get(key)
+            if held is not None and _same_version(held, obj):
+                items[key] = held
+            else:
+                fresh.append(obj)
+
         while True:
-            page = self.kube.list(self.path, params=params, subject=self.name)
+            page = self.kube.list_each(self.path, each, params=params, subject=self.name)
             self._heard_at = self._clock()
             # items of a built-in list carry no apiVersion/kind (watch events do):
             # fill them in, so a cached object compares equal to a fetched one
             api_version = page.get("apiVersion", "")
             kind = str(page.get("kind", "")).removesuffix("List")
-            for obj in page.get("items", []):
+            for obj in fresh:
                 obj.setdefault("apiVersion", api_version)
                 obj.setdefault("kind", kind)
                 key = key_of(obj)
                 key = keys.get(key, key)
                 items[key] = self._kept(key, obj)
+            fresh.clear()
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 break

@@ -11,7 +11,7 @@ seams of their own, so each can be driven by a scripted fake in unit tests, whil
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gitsync.model.api import Obj
@@ -94,9 +94,12 @@ class Recorder(Protocol):
 
 
 class ListWatcher(Protocol):
-    """What an informer needs of the API server: a paged LIST and a watch stream."""
+    """What an informer needs of the API server: a paged LIST, its items handed over one
+    at a time, and a watch stream."""
 
-    def list(self, path: str, *, params: Params = None, subject: str = "") -> Obj: ...
+    def list_each(
+        self, path: str, each: Callable[[Obj], None], *, params: Params = None, subject: str = ""
+    ) -> Obj: ...
 
     def stream(
         self,

@@ -40,9 +40,19 @@ _UNIQUE: Final = frozenset({"uid", "resourceVersion"})
 #: metadata, spec and status hold its name): sharing it would never pay
 _OWN_DEPTH: Final = 2
 _SWEEP_AT_LEAST: Final = 10_000
+#: the table is this many dicts, a node in the one its signature's low bits name. One
+#: dict of tens of thousands of nodes is one allocation of megabytes, which doubles (or
+#: halves) when churn makes it resize: a step of RSS, which the C library's heap does
+#: not easily give back. Each of 256 is a few KiB, and as they resize at different times
+#: the memory one frees is what another takes.
+_SHARDS: Final = 256
+_SHARD_BITS: Final = _SHARDS - 1
 #: references to a table node while ``sweep`` looks at it: the table's, the loop
 #: variable's, ``getrefcount``'s argument; one more means someone else holds it
 _TABLE_ONLY: Final = 3
+#: references to a table node's child while ``sweep`` looks at it: the node's, the
+#: table's, the loop variable's, ``getrefcount``'s argument
+_CHILD_ONLY: Final = 4
 
 _Scalar = (str, int, float, bool, type(None))
 _EMPTY: Final[dict[str, Any]] = {}
@@ -53,15 +63,17 @@ class Compactor:
 
     def __init__(self, signature: Callable[[Iterable[Any]], int] | None = None) -> None:
         #: signature hash → the node shared under it (a node with the same hash
-        #: but other content is simply not shared)
-        self._table: dict[int, Any] = {}
+        #: but other content is simply not shared), in ``_SHARDS`` dicts by the hash's
+        #: low bits (see ``_SHARDS``)
+        self._tables: tuple[dict[int, Any], ...] = tuple({} for _ in range(_SHARDS))
+        self._size = 0
         self._signature = signature or _signature
         self._sweep_at = _SWEEP_AT_LEAST
         #: sweeps so far: the table doubles between two, so there are few
         self.sweeps = 0
 
     def __len__(self) -> int:
-        return len(self._table)
+        return sum(len(table) for table in self._tables)
 
     def compact(self, obj: Obj, like: Obj | None = None) -> Obj:
         """A copy of ``obj``, equal to it, sharing nodes with earlier copies.
@@ -74,7 +86,7 @@ class Compactor:
         one JSON type its schema gives it, so one field of two versions of one
         object never holds those two."""
         out: Obj = self._node(obj, 0, "", like)
-        if len(self._table) > self._sweep_at:
+        if self._size > self._sweep_at:
             self.sweep()
         return out
 
@@ -105,33 +117,58 @@ class Compactor:
         return node
 
     def _shared(self, node: Any, signature: int) -> Any:
-        old = self._table.get(signature)
+        table = self._tables[signature & _SHARD_BITS]
+        old = table.get(signature)
         if old is None:
-            self._table[signature] = node
+            table[signature] = node
+            self._size += 1  # from several threads: a count a few off only moves a sweep
             return node
         return old if _same(old, node) else node
 
     def sweep(self) -> int:
         """Forget the nodes nothing else holds; how many were forgotten.
 
-        Newest first: a node is in the table after its children, so forgetting it
-        lets its children go in the same pass."""
+        A node forgotten lets its children go: those that were shared are looked at
+        again once it is, in the same sweep."""
         gone = 0
-        for signature in reversed(list(self._table)):
-            node = self._table.get(signature)
-            if node is not None and sys.getrefcount(node) <= _TABLE_ONLY:
-                del self._table[signature]
-                gone += 1
+        children: list[Any] = []
+        for table in self._tables:
+            for signature in list(table):
+                gone += self._forget(table, signature, children)
+        while children:
+            child = children.pop()
+            signature = self._signature(child.items() if isinstance(child, dict) else child)
+            table = self._tables[signature & _SHARD_BITS]
+            if table.get(signature) is child:
+                del child  # held now by the table (and by ``children``, if listed twice)
+                gone += self._forget(table, signature, children)
         self.sweeps += 1
-        self._sweep_at = max(_SWEEP_AT_LEAST, 2 * len(self._table))
+        self._size = len(self)
+        self._sweep_at = max(_SWEEP_AT_LEAST, 2 * self._size)
         return gone
+
+    def _forget(self, table: dict[int, Any], signature: int, children: list[Any]) -> int:
+        """Forgets the node under ``signature`` if only the table holds it (1), adding
+        its nested nodes to ``children``; else 0."""
+        node = table.get(signature)
+        if node is None or sys.getrefcount(node) > _TABLE_ONLY:
+            return 0
+        values = node.values() if isinstance(node, dict) else node
+        # a child held by the table and this node only (and the loop variable, and
+        # getrefcount's argument) is the table's alone once this node goes
+        children.extend(
+            v for v in values if isinstance(v, dict | list) and sys.getrefcount(v) <= _CHILD_ONLY
+        )
+        del table[signature]
+        return 1
 
     def changed(self) -> list[Any]:
         """The shared nodes whose content no longer matches the signature they were
         shared under: something changed a compacted tree in place."""
         return [
             node
-            for signature, node in list(self._table.items())
+            for table in self._tables
+            for signature, node in list(table.items())
             if self._signature(node.items() if isinstance(node, dict) else node) != signature
         ]
 

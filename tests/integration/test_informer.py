@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.informer import Informer
 from gitsync.model.api import Obj
-from tests.support import wait_until
+from tests.support import myapp, wait_until
 
 
 @pytest.fixture
@@ -89,3 +89,34 @@ def test_a_new_label_selector_ends_the_open_watch_at_once(kube: Kube, namespace:
         assert inf.get(f"{namespace}/d") is None
     finally:
         inf.stop()
+
+
+@pytest.mark.parametrize("resource", ["configmaps", "myapps"])
+def test_a_list_read_item_by_item_is_the_list_the_server_sends(
+    kube: Kube, crd: str, namespace: str, resource: str
+) -> None:
+    # a built-in list (Go's struct order, items without apiVersion and kind) and a
+    # custom resource's (an unstructured map: items between apiVersion and kind), over
+    # two pages: each item handed over, and the list's metadata, as json.loads reads them
+    if resource == "configmaps":
+        path = resource_path("v1", "configmaps", namespace)
+        for n in range(3):
+            kube.create(path, {"metadata": {"name": f"c{n}"}, "data": {"n": "ü" * n}})
+    else:
+        path = path_of("MyApp", namespace)
+        for n in range(3):
+            kube.create(path, myapp(namespace, f"m{n}", image=f"img:{n}"))
+    whole = kube.list(path, params={"limit": 2})
+    items: list[Obj] = []
+    head = kube.list_each(path, items.append, params={"limit": 2})
+    assert items == whole["items"] and len(items) == 2
+    assert head == {k: v for k, v in whole.items() if k != "items"}
+    assert head["metadata"]["continue"]
+    rest: list[Obj] = []
+    last = kube.list_each(
+        path, rest.append, params={"limit": 2, "continue": head["metadata"]["continue"]}
+    )
+    assert [o["metadata"]["name"] for o in items + rest] == [
+        o["metadata"]["name"] for o in kube.list(path)["items"]
+    ]
+    assert not last["metadata"].get("continue")  # a custom resource's list says ""

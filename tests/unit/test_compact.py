@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitsync.engine import blame, drift, planner
 from gitsync.engine.managedfields import fields_of
 from gitsync.model.api import APPLIED_ANNOTATION, LAST_APPLIED_ANNOTATION, Obj
-from gitsync.model.compact import Compactor, cached
+from gitsync.model.compact import Compactor, _signature, cached
 from gitsync.model.render import render
 from tests.fuzz.test_fields import encode
 from tests.unit.drift_samples import MYAPP, live_deployment
@@ -143,6 +145,16 @@ def test_a_compacted_tree_is_a_copy_the_caller_cannot_change() -> None:
     assert out["spec"]["x"]["y"] == [1, 2]
 
 
+def test_a_version_equal_to_the_one_it_replaces_is_that_one() -> None:
+    c = Compactor()
+    first = c.compact(obj("a", {"x": {"y": [1, 2]}}))
+    again = c.compact(obj("a", {"x": {"y": [1, 2]}}), like=first)
+    assert again is first
+    changed = c.compact(obj("a", {"x": {"y": [1, 2]}, "z": 1}), like=first)
+    assert changed == obj("a", {"x": {"y": [1, 2]}, "z": 1})
+    assert changed["metadata"] is first["metadata"] and changed["spec"] is not first["spec"]
+
+
 def test_changed_finds_a_shared_node_changed_in_place() -> None:
     c = Compactor()
     a = c.compact(obj("a", {"x": {"y": "1"}}))
@@ -159,7 +171,42 @@ def test_sweep_forgets_what_only_the_table_holds_and_keeps_the_rest() -> None:
     gone = c.compact(obj("b", {"q": {"r": [{"s": 2}]}}))
     assert len(c) == 6
     del gone
-    assert c.sweep() == 3  # the whole of b's subtree in one pass, innermost last
+    assert c.sweep() == 3  # the whole of b's subtree in one sweep
+    assert len(c) == 3
+    again = c.compact(obj("c", {"x": {"y": [{"z": 1}]}}))
+    assert again["spec"]["x"] is kept["spec"]["x"]
+
+
+def _height(node: Any) -> int:
+    if isinstance(node, dict):
+        node = list(node.values())
+    if not isinstance(node, list):
+        return 0
+    return 1 + max((_height(v) for v in node), default=0)
+
+
+@pytest.mark.parametrize("parents_first", [True, False])
+def test_a_sweep_forgets_a_whole_subtree_in_whatever_order_it_meets_its_nodes(
+    parents_first: bool,
+) -> None:
+    # the table's dicts are walked in order; a signature whose low bits grow (or
+    # shrink) with a node's height puts each parent in a dict walked before (after)
+    # its children's
+    def signature(items: Iterable[Any]) -> int:
+        items = list(items)
+        height = _height([v[1] if isinstance(v, tuple) else v for v in items]) + 1
+        low = 255 - height if parents_first else height
+        return (_signature(items) & ~0xFF) | low
+
+    c = Compactor(signature)
+    deep: Any = {"leaf": 1}
+    for level in range(8):
+        deep = {f"l{level}": deep, "list": [deep, {"n": level}]}
+    kept = c.compact(obj("a", {"x": {"y": [{"z": 1}]}}))
+    gone = c.compact(obj("b", deep))
+    before = len(c)
+    del gone
+    assert c.sweep() == before - 3
     assert len(c) == 3
     again = c.compact(obj("c", {"x": {"y": [{"z": 1}]}}))
     assert again["spec"]["x"] is kept["spec"]["x"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import queue
 import threading
 import time
@@ -21,6 +22,7 @@ from gitsync.kube.informer import (
     Informer,
     Transform,
 )
+from gitsync.kube.listreply import read_list
 from gitsync.model.api import Obj
 from gitsync.model.compact import cached
 
@@ -61,16 +63,20 @@ class FakeAPI:
         #: the read timeout each watch was given
         self.read_timeouts: list[float] = []
 
-    def list(self, path: str, *, params: Any = None, subject: str = "") -> Obj:
+    def list_each(
+        self, path: str, each: Callable[[Obj], None], *, params: Any = None, subject: str = ""
+    ) -> Obj:
         self.lists += 1
         self.during_list()
         selector = (params or {}).get("labelSelector")
-        return {
+        reply = {
             "apiVersion": "v1",
             "kind": "ConfigMapList",
             "metadata": {"resourceVersion": str(self.list_rv)},
-            "items": [copy.deepcopy(i) for i in self.items if _selects(selector, i)],
+            "items": [i for i in self.items if _selects(selector, i)],
         }
+        # through the real reader: what the server's JSON reply would give
+        return read_list(json.dumps(reply), each)
 
     def stream(
         self,
