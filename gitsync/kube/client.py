@@ -331,10 +331,16 @@ class Kube:
         return self.request("GET", path, params=params, subject=subject, verb="LIST")
 
     def list_each(
-        self, path: str, each: Callable[[Obj], None], *, params: Params = None, subject: str = ""
+        self,
+        path: str,
+        each: Callable[[Obj, Obj], None],
+        *,
+        params: Params = None,
+        subject: str = "",
     ) -> Obj:
-        """A LIST whose items are given to ``each`` one at a time, as they are decoded
-        (see :mod:`gitsync.kube.listreply`); the list without its items."""
+        """A LIST whose items are given to ``each`` one at a time, as they are decoded,
+        with the list's members read before them (see :mod:`gitsync.kube.listreply`);
+        the list without its items. What ``each`` raises is raised as it is."""
         reply = self._exchange(
             "GET",
             path,
@@ -347,7 +353,7 @@ class Kube:
         )
         try:
             return read_list(reply, each)
-        except ValueError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise APIServerError(subject or path, "the API server sent invalid JSON") from e
 
     def list_items(

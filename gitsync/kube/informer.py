@@ -46,12 +46,8 @@ Handler = Callable[[EventType, Obj], None]
 #: transform), given the version it replaces: by default all of it
 Transform = Callable[[Obj, Obj | None], Obj]
 
-#: objects per LIST page. A page's items are decoded one at a time, and those the cache
-#: holds at the same version are dropped at once (``_list``); the others (all of them
-#: on the first list) are decoded before they are kept, and what is allocated alongside
-#: them and kept (by any thread) keeps the allocator's arenas it lands in: 500
-#: Deployments decode to about 10 MiB; 100 take a fifth of that, for a request more
-#: per 100 objects
+#: objects per LIST page. A page's items are decoded and kept one at a time (``_list``),
+#: but the reply is read whole, and the server holds the page while it writes it
 PAGE_SIZE = 100
 WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
 #: kube-apiserver sends a watch that asks for bookmarks one about every minute (and 2 s
@@ -269,33 +265,32 @@ class Informer:
         with self._lock:
             keys = {key: key for key in self.cache}
         params = self._params() | {"limit": self.page_size}
-        fresh: list[Obj] = []
+        #: items that could not be kept when decoded: their list's kind came after them
+        later: list[Obj] = []
 
-        def each(obj: Obj) -> None:
-            # an object the cache holds at this version is taken as held the moment it is
-            # decoded, and its copy dropped (see ``_kept``); the others wait for the page
+        def each(obj: Obj, head: Obj) -> None:
+            # each object is kept the moment it is decoded, so that a page's garbage is
+            # one object at a time (see :mod:`gitsync.kube.listreply`); one the cache
+            # holds at this version is taken as held, its copy dropped (see ``_kept``)
             key = key_of(obj)
             key = keys.get(key, key)
             held = self.cache.get(key)
             if held is not None and _same_version(held, obj):
                 items[key] = held
+            elif _typed(obj, head):
+                items[key] = self._kept(key, obj)
             else:
-                fresh.append(obj)
+                later.append(obj)
 
         while True:
             page = self.kube.list_each(self.path, each, params=params, subject=self.name)
             self._heard_at = self._clock()
-            # items of a built-in list carry no apiVersion/kind (watch events do):
-            # fill them in, so a cached object compares equal to a fetched one
-            api_version = page.get("apiVersion", "")
-            kind = str(page.get("kind", "")).removesuffix("List")
-            for obj in fresh:
-                obj.setdefault("apiVersion", api_version)
-                obj.setdefault("kind", kind)
+            for obj in later:
+                _typed(obj, page)
                 key = key_of(obj)
                 key = keys.get(key, key)
                 items[key] = self._kept(key, obj)
-            fresh.clear()
+            later.clear()
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 break
@@ -412,6 +407,17 @@ class Informer:
                 handler(kind, obj)
             except Exception:
                 log.exception("informer %s: handler failed", self.name)
+
+
+def _typed(obj: Obj, listed: Obj) -> bool:
+    """Gives ``obj`` its apiVersion and kind from its list's when it lacks them (the
+    items of a built-in list do; watch events carry them), so that a cached object
+    compares equal to a fetched one; whether it has both now."""
+    if "apiVersion" not in obj and "apiVersion" in listed:
+        obj["apiVersion"] = listed["apiVersion"]
+    if "kind" not in obj and "kind" in listed:
+        obj["kind"] = str(listed["kind"]).removesuffix("List")
+    return "apiVersion" in obj and "kind" in obj
 
 
 def _whole(obj: Obj, old: Obj | None) -> Obj:

@@ -98,7 +98,12 @@ class ListWatcher(Protocol):
     at a time, and a watch stream."""
 
     def list_each(
-        self, path: str, each: Callable[[Obj], None], *, params: Params = None, subject: str = ""
+        self,
+        path: str,
+        each: Callable[[Obj, Obj], None],
+        *,
+        params: Params = None,
+        subject: str = "",
     ) -> Obj: ...
 
     def stream(

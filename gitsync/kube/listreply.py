@@ -7,7 +7,10 @@ moment later, but while it is alive anything another thread allocates lands amon
 it, and keeps the allocator's arenas it lands in when the page is freed (CPython
 returns an arena to the system only when it is wholly empty). ``read_list`` decodes
 the reply's top-level object itself and hands each item to ``each`` as soon as it is
-decoded, so at most one item of a page is alive unless ``each`` keeps it.
+decoded, so at most one item of a page is alive unless ``each`` keeps it. ``each`` is
+also given the list's other members read so far: a built-in list has ``kind`` and
+``apiVersion`` before ``items`` (its items lack them), a custom resource's list sorts
+its members (its items carry them).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ _DECODER: Final = json.JSONDecoder()
 _SPACE: Final = " \t\n\r"
 
 
-def read_list(reply: bytes | str, each: Callable[[Obj], None]) -> Obj:
+def read_list(reply: bytes | str, each: Callable[[Obj, Obj], None]) -> Obj:
     """The list in ``reply`` (a JSON object) without its ``items``; ``each`` is called
-    with every item, in order, as it is decoded (``items`` may be ``null``: none).
+    with every item, in order, as it is decoded, and the list's members before it
+    (``items`` may be ``null``: none).
     Raises ``ValueError`` (``json``'s ``JSONDecodeError``) for a reply that is not one
     JSON object, or whose ``items`` is not an array of objects."""
     text = reply.decode("utf-8") if isinstance(reply, bytes) else reply
@@ -34,7 +38,7 @@ def read_list(reply: bytes | str, each: Callable[[Obj], None]) -> Obj:
         raise json.JSONDecodeError("the reply ends too soon", text, len(text)) from None
 
 
-def _read(text: str, each: Callable[[Obj], None]) -> Obj:
+def _read(text: str, each: Callable[[Obj, Obj], None]) -> Obj:
     head: Obj = {}
     i = _expect(text, _skip(text, 0), "{")
     if text[i] == "}":
@@ -47,7 +51,7 @@ def _read(text: str, each: Callable[[Obj], None]) -> Obj:
         if key != "items":
             head[key], i = _DECODER.raw_decode(text, i)
         elif text[i] == "[":
-            i = _items(text, _skip(text, i + 1), each)
+            i = _items(text, _skip(text, i + 1), each, head)
         elif text.startswith("null", i):  # an empty list, as Go writes a nil slice
             i += len("null")
         else:
@@ -58,7 +62,7 @@ def _read(text: str, each: Callable[[Obj], None]) -> Obj:
         i = _expect(text, i, ",")
 
 
-def _items(text: str, i: int, each: Callable[[Obj], None]) -> int:
+def _items(text: str, i: int, each: Callable[[Obj, Obj], None], head: Obj) -> int:
     """Decodes the array's items from ``i`` (just past ``[``); the index past ``]``."""
     if text[i] == "]":
         return i + 1
@@ -66,7 +70,7 @@ def _items(text: str, i: int, each: Callable[[Obj], None]) -> int:
         item, end = _DECODER.raw_decode(text, i)
         if not isinstance(item, dict):
             raise json.JSONDecodeError("an item of the list is not an object", text, i)
-        each(item)
+        each(item, head)
         i = _skip(text, end)
         if text[i] == "]":
             return i + 1

@@ -108,13 +108,15 @@ def test_a_list_read_item_by_item_is_the_list_the_server_sends(
             kube.create(path, myapp(namespace, f"m{n}", image=f"img:{n}"))
     whole = kube.list(path, params={"limit": 2})
     items: list[Obj] = []
-    head = kube.list_each(path, items.append, params={"limit": 2})
+    head = kube.list_each(path, lambda item, _: items.append(item), params={"limit": 2})
     assert items == whole["items"] and len(items) == 2
     assert head == {k: v for k, v in whole.items() if k != "items"}
     assert head["metadata"]["continue"]
     rest: list[Obj] = []
     last = kube.list_each(
-        path, rest.append, params={"limit": 2, "continue": head["metadata"]["continue"]}
+        path,
+        lambda item, _: rest.append(item),
+        params={"limit": 2, "continue": head["metadata"]["continue"]},
     )
     assert [o["metadata"]["name"] for o in items + rest] == [
         o["metadata"]["name"] for o in kube.list(path)["items"]

@@ -62,19 +62,22 @@ class FakeAPI:
         self.selectors: list[str | None] = []
         #: the read timeout each watch was given
         self.read_timeouts: list[float] = []
+        #: the list reply's members, in the order a built-in list has them
+        self.order: tuple[str, ...] = ("kind", "apiVersion", "metadata", "items")
 
     def list_each(
-        self, path: str, each: Callable[[Obj], None], *, params: Any = None, subject: str = ""
+        self, path: str, each: Callable[[Obj, Obj], None], *, params: Any = None, subject: str = ""
     ) -> Obj:
         self.lists += 1
         self.during_list()
         selector = (params or {}).get("labelSelector")
-        reply = {
+        members = {
             "apiVersion": "v1",
             "kind": "ConfigMapList",
             "metadata": {"resourceVersion": str(self.list_rv)},
             "items": [i for i in self.items if _selects(selector, i)],
         }
+        reply = {name: members[name] for name in self.order}
         # through the real reader: what the server's JSON reply would give
         return read_list(json.dumps(reply), each)
 
@@ -410,6 +413,38 @@ def test_a_relist_keeps_the_objects_it_holds_at_the_same_version_and_their_keys(
     now_changed, now_reborn = inf.get("ns/changed"), inf.get("ns/reborn")
     assert now_changed is not None and now_changed["metadata"]["resourceVersion"] == "12"
     assert now_reborn is not None and now_reborn["metadata"]["uid"] == "u-r2"
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("kind", "apiVersion", "metadata", "items"),  # a built-in list, as Go writes it
+        ("apiVersion", "items", "kind", "metadata"),  # sorted, the kind after the items
+        ("items", "metadata", "apiVersion", "kind"),
+    ],
+)
+def test_listed_items_are_kept_with_their_lists_kind_and_apiversion(
+    order: tuple[str, ...],
+) -> None:
+    bare = [cm("a", 5), cm("b", 6, uid="uid-2")]
+    for obj in bare:
+        del obj["apiVersion"], obj["kind"]
+    api = FakeAPI(bare, 10)
+    api.order = order
+    given: list[Obj] = []
+
+    def transform(obj: Obj, like: Obj | None) -> Obj:
+        given.append(obj)
+        return obj
+
+    inf = Informer(api, "/api/v1/configmaps", name="test", transform=transform)
+    inf.start()
+    try:
+        assert inf.wait_synced(5)
+        assert [(o["apiVersion"], o["kind"]) for o in given] == [("v1", "ConfigMap")] * 2
+        assert inf.get("ns/a") == cm("a", 5) and inf.get("ns/b") == cm("b", 6, uid="uid-2")
+    finally:
+        inf.stop()
 
 
 def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> None:

@@ -20,7 +20,7 @@ DEPLOYMENT = {
 
 def _read(reply: str | bytes) -> tuple[Obj, list[Obj]]:
     items: list[Obj] = []
-    head = read_list(reply, items.append)
+    head = read_list(reply, lambda item, _: items.append(item))
     return head, items
 
 
@@ -89,7 +89,7 @@ def test_each_item_is_handed_over_before_the_next_is_decoded() -> None:
     reply = '{"kind":"List","items":[{"n":1},{"n":2,"x":],"metadata":{}}'
     items: list[Obj] = []
     with pytest.raises(ValueError):
-        read_list(reply, items.append)
+        read_list(reply, lambda item, _: items.append(item))
     assert items == [{"n": 1}]
 
 
@@ -122,9 +122,9 @@ def test_each_item_is_handed_over_before_the_next_is_decoded() -> None:
 )
 def test_what_is_not_one_list_object_is_refused(reply: str) -> None:
     with pytest.raises(ValueError):
-        read_list(reply, lambda item: None)
+        read_list(reply, lambda item, head: None)
     with pytest.raises(ValueError):
-        read_list(reply.encode() + b"\xff", lambda item: None)
+        read_list(reply.encode() + b"\xff", lambda item, head: None)
 
 
 @pytest.mark.parametrize(
@@ -139,5 +139,16 @@ def test_what_is_not_one_list_object_is_refused(reply: str) -> None:
 )
 def test_a_refusal_says_what_is_wrong_and_where(reply: str, message: str) -> None:
     with pytest.raises(json.JSONDecodeError, match=message) as refused:
-        read_list(reply, lambda item: None)
+        read_list(reply, lambda item, head: None)
     assert refused.value.doc == reply
+
+
+def test_each_item_comes_with_the_members_read_before_it() -> None:
+    seen: list[tuple[Obj, Obj]] = []
+    reply = '{"kind":"DeploymentList","apiVersion":"apps/v1","items":[{"n":1}],"metadata":{}}'
+    head = read_list(reply, lambda item, before: seen.append((item, dict(before))))
+    assert seen == [({"n": 1}, {"kind": "DeploymentList", "apiVersion": "apps/v1"})]
+    assert head == {"kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {}}
+    seen.clear()
+    read_list('{"apiVersion":"v1","items":[{"n":1}],"kind":"L"}', lambda i, b: seen.append((i, b)))
+    assert seen == [({"n": 1}, {"apiVersion": "v1", "kind": "L"})]  # the same dict, filled on
