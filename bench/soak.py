@@ -547,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         warmup_minutes=args.warmup,
         warmup_restart=args.warmup_restart,
     )
+    # made now, not after the hour: a results directory that cannot be made fails at once
+    args.out.mkdir(parents=True, exist_ok=True)
     # kept: the daemons' logs and heap snapshots are what a grown figure is read from
     tmp = Path(tempfile.mkdtemp(prefix="gitsync-soak-"))
     result = soak(settings, tmp)

@@ -176,7 +176,9 @@ def _usage(check: Callable[[tuple[str, ...]], object]) -> Any:
 def run(**kw: Any) -> None:
     """The daemon: the operator, and the Git sync loop when --repo is given."""
     from gitsync.daemon.daemon import THREAD_JOIN_TIMEOUT, Daemon, DaemonOptions
+    from gitsync.daemon.heap import one_arena
 
+    one_arena()  # before any thread is started
     flags, own = parse_run(kw)
     # before any connection: a bad --instance-name is a usage error
     identity = common.identity(flags)

@@ -4,12 +4,14 @@ collected by the next full collection, not before."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from gitsync.daemon.heap import Heap, _libc_trim
+from gitsync.daemon.heap import M_ARENA_MAX, Heap, _libc_trim, one_arena
 
 
 class Node:
@@ -100,3 +102,56 @@ def test_glibcs_trim_is_found_and_runs() -> None:
     trim = _libc_trim()
     assert trim is not None  # the image and this machine run glibc
     assert trim() in (0, 1)  # 1: memory was given back
+
+
+def test_one_arena_asks_the_c_library_for_one_unless_the_environment_says() -> None:
+    asked: list[tuple[int, int]] = []
+
+    def mallopt(param: int, value: int) -> int:
+        asked.append((param, value))
+        return 1
+
+    assert one_arena({}, mallopt) and asked == [(M_ARENA_MAX, 1)]
+    assert not one_arena({"MALLOC_ARENA_MAX": "4"}, mallopt) and len(asked) == 1
+    assert not one_arena({}, lambda param, value: 0)  # refused
+
+
+#: counts glibc's thread arenas in a process whose six threads, alive at once, each
+#: allocated something larger than Python's own allocator serves: each arena is a 64 MiB
+#: aligned mapping, the part in use readable and writable, the rest reserved
+_ARENAS = """
+import sys, threading
+from gitsync.daemon.heap import one_arena
+if sys.argv[1] == "one":
+    assert one_arena({})
+kept = []
+alive = threading.Barrier(6)  # a thread that ended gives its arena to the next one
+def allocate():
+    kept.append(bytearray(100_000))
+    alive.wait()
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+size = 64 << 20
+regions = []
+for line in open("/proc/self/maps"):
+    span, perms = line.split()[:2]
+    start, end = (int(x, 16) for x in span.split("-"))
+    regions.append((start, end, perms))
+print(sum(
+    1
+    for (s, e, p), (s2, e2, p2) in zip(regions, regions[1:])
+    if s % size == 0 and p.startswith("rw") and p2.startswith("---") and e == s2 and e2 - s == size
+))
+"""
+
+
+def test_with_one_arena_threads_allocate_from_the_main_arena() -> None:
+    def arenas(mode: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", _ARENAS, mode], capture_output=True, text=True, check=True
+        )
+        return int(out.stdout)
+
+    assert arenas("many") >= 2  # glibc's default: an arena per new thread, up to 8 a core
+    assert arenas("one") == 0
