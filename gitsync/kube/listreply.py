@@ -32,16 +32,13 @@ def read_list(reply: bytes | str, each: Callable[[Obj, Obj], None]) -> Obj:
     Raises ``ValueError`` (``json``'s ``JSONDecodeError``) for a reply that is not one
     JSON object, or whose ``items`` is not an array of objects."""
     text = reply.decode("utf-8") if isinstance(reply, bytes) else reply
-    try:
-        return _read(text, each)
-    except IndexError:  # ran past the end
-        raise json.JSONDecodeError("the reply ends too soon", text, len(text)) from None
+    return _read(text, each)
 
 
 def _read(text: str, each: Callable[[Obj, Obj], None]) -> Obj:
     head: Obj = {}
     i = _expect(text, _skip(text, 0), "{")
-    if text[i] == "}":
+    if text.startswith("}", i):
         return _end(text, i + 1, head)
     while True:
         key, i = _DECODER.raw_decode(text, i)
@@ -50,21 +47,21 @@ def _read(text: str, each: Callable[[Obj, Obj], None]) -> Obj:
         i = _expect(text, _skip(text, i), ":")
         if key != "items":
             head[key], i = _DECODER.raw_decode(text, i)
-        elif text[i] == "[":
+        elif text.startswith("[", i):
             i = _items(text, _skip(text, i + 1), each, head)
         elif text.startswith("null", i):  # an empty list, as Go writes a nil slice
             i += len("null")
         else:
             raise json.JSONDecodeError("the list's items are not an array", text, i)
         i = _skip(text, i)
-        if text[i] == "}":
+        if text.startswith("}", i):
             return _end(text, i + 1, head)
         i = _expect(text, i, ",")
 
 
 def _items(text: str, i: int, each: Callable[[Obj, Obj], None], head: Obj) -> int:
     """Decodes the array's items from ``i`` (just past ``[``); the index past ``]``."""
-    if text[i] == "]":
+    if text.startswith("]", i):
         return i + 1
     while True:
         item, end = _DECODER.raw_decode(text, i)
@@ -72,7 +69,7 @@ def _items(text: str, i: int, each: Callable[[Obj, Obj], None], head: Obj) -> in
             raise json.JSONDecodeError("an item of the list is not an object", text, i)
         each(item, head)
         i = _skip(text, end)
-        if text[i] == "]":
+        if text.startswith("]", i):
             return i + 1
         i = _expect(text, i, ",")
 
@@ -85,6 +82,8 @@ def _skip(text: str, i: int) -> int:
 
 def _expect(text: str, i: int, char: str) -> int:
     """The index past ``char`` (and the space after it), which must be at ``i``."""
+    if i >= len(text):
+        raise json.JSONDecodeError("the reply ends too soon", text, i)
     if text[i] != char:
         raise json.JSONDecodeError(f"expected {char!r}", text, i)
     return _skip(text, i + 1)

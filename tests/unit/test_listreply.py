@@ -152,3 +152,11 @@ def test_each_item_comes_with_the_members_read_before_it() -> None:
     seen.clear()
     read_list('{"apiVersion":"v1","items":[{"n":1}],"kind":"L"}', lambda i, b: seen.append((i, b)))
     assert seen == [({"n": 1}, {"apiVersion": "v1", "kind": "L"})]  # the same dict, filled on
+
+
+def test_what_each_raises_is_raised_as_it_is() -> None:
+    def each(item: Obj, head: Obj) -> None:
+        raise IndexError("the caller's own")
+
+    with pytest.raises(IndexError, match="the caller's own"):
+        read_list('{"items":[{"n":1}]}', each)
