@@ -61,21 +61,24 @@ def one_arena(
     whether it did."""
     if "MALLOC_ARENA_MAX" in environ:
         return False
-    if mallopt is None:
-        try:
-            mallopt = ctypes.CDLL(None).mallopt
-        except (OSError, AttributeError):
-            return False
-    return bool(mallopt(M_ARENA_MAX, 1))
+    mallopt = mallopt or _libc("mallopt")
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, 1))
+
+
+def _libc(name: str) -> Callable[..., int] | None:
+    """The C library's function ``name``; None where it has none (glibc's own functions
+    on musl or macOS)."""
+    try:
+        function: Callable[..., int] = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    return function
 
 
 def _libc_trim() -> Callable[[], object] | None:
     """glibc's ``malloc_trim(0)``; None where the C library has none (musl, macOS)."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return lambda: trim(0)
+    trim = _libc("malloc_trim")
+    return None if trim is None else lambda: trim(0)
 
 
 class Heap:
