@@ -82,9 +82,10 @@ class Compactor:
         event replaces); each part of ``obj`` equal to its part is taken from it
         whole, so that an event costs what it changed (one ``==`` in C per unchanged
         part, not a walk in Python). Equal is Python's ``==``, under which ``true``
-        and ``1`` are equal: the API server writes each field of an object with the
-        one JSON type its schema gives it, so one field of two versions of one
-        object never holds those two."""
+        and ``1`` are equal and key order does not count: the API server writes each
+        field of an object with the one JSON type its schema gives it, and an object's
+        fields in one order (its schema's, a map's sorted), so two versions of one
+        object never differ only in those."""
         out: Obj = self._node(obj, 0, "", like)
         if self._size > self._sweep_at:
             self.sweep()

@@ -84,14 +84,20 @@ def test_correct_policy_takes_replicas_back_from_kubectl(
     wait_until(restored, what="replicas restored and owned by gitsync again")
     wait_until(lambda: available(kube, namespace, "api", 2), timeout=60, what="Available")
     assert drift_of(kube, namespace, "api") == []
-    assert controller.events.flush(), "Events still queued"  # written in the background
-    events = kube.list(resource_path("v1", "events", namespace))["items"]
-    assert any(
-        e["reason"] == "DriftCorrected"
-        and e["involvedObject"]["name"] == "api"
-        and "spec.replicas (changed by kubectl)" in e["message"]
-        for e in events
-    ), [(e["reason"], e["message"]) for e in events if e["involvedObject"]["kind"] == "MyApp"]
+
+    def corrected() -> bool:
+        # the worker emits the Event after the write the server shows (it first works out
+        # what the write changed), and the Event is written in the background
+        assert controller.events.flush(), "Events still queued"
+        events = kube.list(resource_path("v1", "events", namespace))["items"]
+        return any(
+            e["reason"] == "DriftCorrected"
+            and e["involvedObject"]["name"] == "api"
+            and "spec.replicas (changed by kubectl)" in e["message"]
+            for e in events
+        )
+
+    wait_until(corrected, what="a DriftCorrected Event naming kubectl")
 
 
 def test_set_image_is_corrected(
