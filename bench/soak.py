@@ -108,12 +108,17 @@ class Replica:
         assert self.daemon.proc is not None
         return self.daemon.proc.pid
 
-    def proc_facts(self) -> dict[str, float]:
+    def proc_facts(self) -> dict[str, Any]:
         status = Path(f"/proc/{self.pid}/status").read_text()
         line = next(ln for ln in status.splitlines() if ln.startswith("Threads:"))
         threads = int(line.split()[1])
         fds = len(os.listdir(f"/proc/{self.pid}/fd"))
-        return {"rss_mib": round(rss_mib(self.pid), 1), "fds": fds, "threads": threads}
+        return {
+            "rss_mib": round(rss_mib(self.pid), 1),
+            "rss_by_kind": rss_by_kind(Path(f"/proc/{self.pid}/smaps").read_text()),
+            "fds": fds,
+            "threads": threads,
+        }
 
     def leads(self) -> bool:
         return self.daemon.metric("gitsync_leader") == 1.0
@@ -268,6 +273,26 @@ def growth_by_line(first: Path, last: Path, top: int = 12) -> list[dict[str, Any
     return out
 
 
+#: what a mapping of a process holds, by its name in /proc/PID/smaps
+RSS_KINDS = ("heap", "anon", "file")
+
+
+def rss_by_kind(smaps: str) -> dict[str, float]:
+    """A process's RSS (MiB) split by mapping: the C library's main heap (``[heap]``),
+    other anonymous memory (Python's object arenas, the C library's large blocks and
+    thread arenas, thread stacks) and mapped files (the interpreter, libraries)."""
+    out = dict.fromkeys(RSS_KINDS, 0.0)
+    kind = "anon"
+    for line in smaps.splitlines():
+        head = line.split(maxsplit=6)
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+            name = head[5] if len(head) > 5 else ""
+            kind = "heap" if name == "[heap]" else "file" if name.startswith("/") else "anon"
+        elif head and head[0] == "Rss:":
+            out[kind] += int(head[1]) / 1024
+    return {k: round(v, 2) for k, v in out.items()}
+
+
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of (seconds, value), per hour."""
     if len(points) < 2:
@@ -299,6 +324,11 @@ def summarize(world: World) -> dict[str, Any]:
             "rss_end_mib": rss[-1][1] if rss else 0.0,
             "rss_slope_mib_per_hour": round(slope, 2),
             "rss_growth_pct_per_hour": round(100 * slope / base, 2) if base else 0.0,
+            "rss_slope_by_kind_mib_per_hour": {
+                kind: round(slope_per_hour([(t, f["rss_by_kind"][kind]) for t, f in series]), 2)
+                for kind in RSS_KINDS
+                if all("rss_by_kind" in f for _, f in series)
+            },
             "fds_min_max": [min(fds, default=0), max(fds, default=0)],
             "threads_min_max": [min(threads, default=0), max(threads, default=0)],
             "cache_mismatches": len(mismatched),
@@ -337,6 +367,16 @@ def render(result: dict[str, Any]) -> str:
             f"{r['cache_mismatches']} of {result['samples_after_warmup']} samples | "
             f"{r['queue_max']:.0f} |"
         )
+    for name, r in result["replicas"].items():
+        kinds = r.get("rss_slope_by_kind_mib_per_hour")
+        if kinds:
+            lines += [
+                "",
+                f"Where replica {name}'s RSS grew (fitted, from /proc/PID/smaps): the C "
+                f"library's main heap {kinds['heap']} MiB/h, other anonymous memory (Python's "
+                f"object arenas, large blocks, thread stacks) {kinds['anon']} MiB/h, mapped "
+                f"files {kinds['file']} MiB/h.",
+            ]
     lines += [
         "",
         f"At the end: converged in {f['converged_after_s']} s; MyApps lost {f['lost']}, "

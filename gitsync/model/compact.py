@@ -17,8 +17,8 @@ an object it read from a cache (it builds new dicts: ``{**live, ...}``,
 tests run it after each test that holds caches.
 
 The table of shared nodes forgets a node once nothing but the table holds it
-(``sweep``, run whenever the table has doubled, and by the daemon with each full
-collection: :mod:`gitsync.daemon.heap`), so a year of churn does not grow it.
+(``sweep``, run whenever the table has doubled, and by the daemon after each sync pass
+that added nodes: :mod:`gitsync.daemon.heap`), so a year of churn does not grow it.
 Thread-safe without a lock: each step is one dict operation; two threads compacting
 equal nodes at once at worst share one of them less.
 """
@@ -69,7 +69,9 @@ class Compactor:
         self._size = 0
         self._signature = signature or _signature
         self._sweep_at = _SWEEP_AT_LEAST
-        #: sweeps so far: the table doubles between two, so there are few
+        #: ``_size`` right after the last sweep: more means nodes were added since
+        self._swept = 0
+        #: sweeps so far
         self.sweeps = 0
 
     def __len__(self) -> int:
@@ -144,9 +146,16 @@ class Compactor:
                 del child  # held now by the table (and by ``children``, if listed twice)
                 gone += self._forget(table, signature, children)
         self.sweeps += 1
-        self._size = len(self)
+        self._size = self._swept = len(self)
         self._sweep_at = max(_SWEEP_AT_LEAST, 2 * self._size)
         return gone
+
+    def tidy(self) -> int:
+        """``sweep`` if a node was added since the last sweep, else nothing (0): run after
+        each sync pass (:mod:`gitsync.daemon.heap`), so that the table never holds more
+        than one pass's churn of nodes nothing else holds, and an idle fleet costs no
+        sweep at all."""
+        return self.sweep() if self._size > self._swept else 0
 
     def _forget(self, table: dict[int, Any], signature: int, children: list[Any]) -> int:
         """Forgets the node under ``signature`` if only the table holds it (1), adding
@@ -160,7 +169,9 @@ class Compactor:
         children.extend(
             v for v in values if isinstance(v, dict | list) and sys.getrefcount(v) <= _CHILD_ONLY
         )
-        del table[signature]
+        # popped, not deleted: two sweeps may run at once (a settle's, and the one a
+        # doubled table starts in a thread that compacts), and forget one node both
+        table.pop(signature, None)
         return 1
 
     def changed(self) -> list[Any]:

@@ -300,3 +300,17 @@ def test_git_declaring_kubectls_annotation_is_no_drift_on_a_cache_without_it() -
     live["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] = "{}"
     assert drift.fast_equal(desired, cached(live))
     assert drift.drift_items("Deployment/web", desired, cached(live)) == []
+
+
+def test_tidy_sweeps_only_when_nodes_were_added_since_the_last_sweep() -> None:
+    c = Compactor()
+    assert c.tidy() == 0 and c.sweeps == 0  # nothing added yet
+    kept = c.compact(obj("a", {"x": {"y": "1"}}))
+    c.compact(obj("b", {"z": {"y": "2"}}))  # held by nobody
+    assert c.tidy() == 1 and c.sweeps == 1
+    assert c.tidy() == 0 and c.sweeps == 1  # nothing added since
+    c.compact(obj("c", {"x": {"y": "1"}}))  # an equal node: the held one, nothing added
+    assert c.tidy() == 0 and c.sweeps == 1
+    c.compact(obj("d", {"w": {"y": "3"}}))
+    assert c.tidy() == 1 and c.sweeps == 2
+    assert len(c) == 1 and kept["spec"]["x"] == {"y": "1"}

@@ -63,33 +63,43 @@ def test_a_cycle_frozen_alive_is_collected_by_the_next_full_collection() -> None
     assert gc.get_freeze_count() > 0
 
 
-def test_the_shared_table_is_swept_after_each_full_collection_only() -> None:
+def test_the_shared_table_is_swept_after_each_full_collection_and_tidied_after_the_others() -> None:
     now = [1000.0]
-    sweeps: list[bool] = []
+    calls: list[tuple[str, bool]] = []
 
     def sweep() -> None:
         # after the collection: the cycle made below is gone by then
-        sweeps.append(ref() is None)
+        calls.append(("sweep", ref() is None))
 
-    heap = Heap(full_every=600, clock=lambda: now[0], sweep=sweep)
+    def tidy() -> None:
+        calls.append(("tidy", ref() is None))
+
+    heap = Heap(full_every=600, clock=lambda: now[0], sweep=sweep, tidy=tidy)
     ref = _cycle()
     heap.settle()  # the first settle is a full one
-    assert sweeps == [True]
+    assert calls == [("sweep", True)]
     for t in (1100.0, 1599.0):
         now[0] = t
+        ref = _cycle()  # new since the last settle: collected by a settle that is not full
         heap.settle()
-    assert sweeps == [True]
+    assert calls == [("sweep", True), ("tidy", True), ("tidy", True)]
     now[0] = 1600.0
     heap.settle()
-    assert sweeps == [True, True]
+    assert calls[-1] == ("sweep", True) and len(calls) == 4
 
 
-def test_a_full_settle_sweeps_the_shared_table() -> None:
+def test_a_full_settle_sweeps_the_shared_table_and_another_tidies_it() -> None:
     from gitsync.model.compact import SHARED
 
     before = SHARED.sweeps
-    Heap(trim=None).settle()
+    now = [0.0]
+    heap = Heap(trim=None, clock=lambda: now[0])
+    heap.settle()
     assert SHARED.sweeps == before + 1
+    SHARED.compact({"metadata": {"name": "a"}, "spec": {"x": {"y": object.__name__}}})
+    now[0] = 1.0  # not a full one: swept, as a node was added since
+    heap.settle()
+    assert SHARED.sweeps == before + 2
 
 
 def test_the_heap_is_trimmed_after_the_freeze() -> None:

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from bench import soak
+from bench.common import rss_mib
 from gitsync.daemon import heaptrace
 from gitsync.daemon.heaptrace import HeapTrace
 
@@ -26,7 +27,15 @@ def test_the_slope_is_per_hour_and_ignores_noise_around_a_line() -> None:
 
 
 def _sample(t: float, rss: float, cache: float, live: int | None) -> dict[str, Any]:
-    facts = {"rss_mib": rss, "fds": 10, "threads": 16, "cache": {"myapps": cache}, "queue": 2}
+    kinds = {"heap": rss / 2, "anon": rss / 2 - 10, "file": 10.0}
+    facts = {
+        "rss_mib": rss,
+        "rss_by_kind": kinds,
+        "fds": 10,
+        "threads": 16,
+        "cache": {"myapps": cache},
+        "queue": 2,
+    }
     return {"t": t, "live": None if live is None else {"myapps": live}, "replicas": {"a": facts}}
 
 
@@ -49,6 +58,39 @@ def test_the_summary_counts_after_the_warm_up_and_compares_caches_with_the_serve
     assert got["rss_growth_pct_per_hour"] == pytest.approx(got["rss_slope_mib_per_hour"], rel=0.01)
     assert got["cache_mismatches"] == 1 and got["queue_max"] == 2
     assert got["fds_min_max"] == [10, 10] and got["traced"] is False
+    kinds = got["rss_slope_by_kind_mib_per_hour"]
+    assert kinds["file"] == 0.0
+    assert kinds["heap"] == kinds["anon"] == pytest.approx(got["rss_slope_mib_per_hour"] / 2)
+
+
+SMAPS = """\
+55d0c0a00000-55d0c0a2b000 r--p 00000000 08:01 1234                       /usr/bin/python3.11
+Size:                172 kB
+Rss:                 172 kB
+Pss:                 172 kB
+55d0c1c4e000-55d0c2e1f000 rw-p 00000000 00:00 0                          [heap]
+Size:              18244 kB
+Rss:               18000 kB
+7f1c2c000000-7f1c2c100000 rw-p 00000000 00:00 0
+Size:               1024 kB
+Rss:                1024 kB
+7f1c30000000-7f1c30021000 rw-p 00000000 00:00 0
+Rss:                 100 kB
+7ffd1c9e0000-7ffd1ca01000 rw-p 00000000 00:00 0                          [stack]
+Rss:                  24 kB
+7f1c3a000000-7f1c3a200000 r-xp 00000000 08:01 99                         /usr/lib/libc.so.6
+Rss:                1024 kB
+VmFlags: rd ex mr mw me sd
+"""
+
+
+def test_rss_is_split_by_mapping_as_smaps_names_it() -> None:
+    got = soak.rss_by_kind(SMAPS)
+    assert got == {"heap": round(18000 / 1024, 2), "anon": round(1148 / 1024, 2), "file": 1.17}
+    own = soak.rss_by_kind(Path("/proc/self/smaps").read_text())
+    total = rss_mib(os.getpid())
+    assert own["heap"] > 0 and own["file"] > 0
+    assert sum(own.values()) == pytest.approx(total, rel=0.05)
 
 
 def test_restarts_are_spread_past_the_warm_up_and_one_more_may_fall_in_it() -> None:
