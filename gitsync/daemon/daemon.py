@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from gitsync import __version__
 from gitsync.daemon import metrics as metricslib
 from gitsync.daemon import page as pagelib
 from gitsync.daemon import webhook
-from gitsync.daemon.heap import Heap
+from gitsync.daemon.heap import Heap, malloc_bytes
 from gitsync.daemon.heaptrace import HeapTrace
 from gitsync.daemon.hosts import AllowedHosts
 from gitsync.daemon.httpserver import Limits, Server
@@ -44,6 +45,7 @@ from gitsync.kube.members import Membership
 from gitsync.model import fleet
 from gitsync.model import window as windowlib
 from gitsync.model.api import Obj, key_of
+from gitsync.model.compact import SHARED
 from gitsync.model.myapp_status import now
 from gitsync.model.order import Wait
 from gitsync.model.rollout import ROLLED_BACK, ROLLOUT_FAILED
@@ -129,6 +131,9 @@ class Daemon:
         self.metrics.read_from("gitsync_cache_silence_seconds", controller.silences)
         self.metrics.read_from("gitsync_cache_objects", controller.cache_sizes)
         self.metrics.read_from("gitsync_thread_crashes_total", lambda: dict(THREADS.crashed))
+        self.metrics.read_from("gitsync_malloc_bytes", malloc_bytes)
+        self.metrics.read_from("gitsync_python_blocks", lambda: {"": sys.getallocatedblocks()})
+        self.metrics.read_from("gitsync_shared_nodes", lambda: {"": len(SHARED)})
         self.metrics.read_from(
             "gitsync_workqueue_depth", lambda: {"": float(len(controller.queue))}
         )

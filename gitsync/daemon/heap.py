@@ -78,6 +78,41 @@ def _libc(name: str) -> Callable[..., int] | None:
     return function
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (2.33 and later): byte counts, one ``size_t`` each."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",  # taken from the system with brk, every arena's heap
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",  # blocks of their own, mmapped: in use
+            "usmblks",
+            "fsmblks",
+            "uordblks",  # in use in the arenas
+            "fordblks",  # free in the arenas: kept, not given back
+            "keepcost",
+        )
+    ]
+
+
+def malloc_bytes() -> dict[str, float]:
+    """What the C library's allocator holds, in bytes: ``in_use`` (by Python's objects of
+    over 512 bytes, its arenas of small ones excepted, and by C code) and ``free`` (freed,
+    but kept in its arenas: what ``malloc_trim`` gives back a part of, and what
+    fragmentation leaves). Empty where the C library has no ``mallinfo2`` (musl, macOS,
+    glibc before 2.33)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {"in_use": float(info.uordblks + info.hblkhd), "free": float(info.fordblks)}
+
+
 def _libc_trim() -> Callable[[], object] | None:
     """glibc's ``malloc_trim(0)``; None where the C library has none (musl, macOS)."""
     trim = _libc("malloc_trim")

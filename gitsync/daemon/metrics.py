@@ -229,6 +229,21 @@ def standard() -> Metrics:
         "gitsync_workqueue_depth", "MyApps waiting in the work queue of this replica.", None
     )
     m.gauged_elsewhere(
+        "gitsync_malloc_bytes",
+        "Bytes the C library's allocator holds (glibc): in use, and freed but kept.",
+        "state",
+    )
+    m.gauged_elsewhere(
+        "gitsync_python_blocks",
+        "Blocks Python's allocator has handed out and not had back (the objects alive).",
+        None,
+    )
+    m.gauged_elsewhere(
+        "gitsync_shared_nodes",
+        "Nodes in the table of the caches' shared parts (each held once by the caches).",
+        None,
+    )
+    m.gauged_elsewhere(
         "gitsync_shard_buckets",
         "With --sharding: buckets of MyApps this replica serves now (of 256).",
         "replica",

@@ -119,6 +119,10 @@ def test_webhook_with_valid_signature_syncs_now(
     assert 'gitsync_webhook_requests_total{result="accepted"} 1' in metrics
     assert (sample(metrics, 'gitsync_sync_total{result="success"}') or 0) >= 1
     assert "gitsync_leader 1" in metrics
+    # what the process holds, read at the scrape: the caches' shared nodes among it
+    assert (sample(metrics, 'gitsync_malloc_bytes{state="in_use"}') or 0) > 0
+    assert (sample(metrics, "gitsync_shared_nodes") or 0) > 0
+    assert (sample(metrics, "gitsync_python_blocks") or 0) > 0
 
 
 def test_webhook_with_bad_signature_is_refused_and_runs_nothing(

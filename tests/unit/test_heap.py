@@ -3,6 +3,7 @@ collected by the next full collection, not before."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitsync.daemon.heap import M_ARENA_MAX, Heap, _libc_trim, one_arena
+from gitsync.daemon.heap import M_ARENA_MAX, Heap, _libc_trim, malloc_bytes, one_arena
 
 
 class Node:
@@ -165,3 +166,22 @@ def test_with_one_arena_threads_allocate_from_the_main_arena() -> None:
 
     assert arenas("many") >= 2  # glibc's default: an arena per new thread, up to 8 a core
     assert arenas("one") == 0
+
+
+def test_the_c_allocators_bytes_in_use_and_free_are_read_from_mallinfo2() -> None:
+    before = malloc_bytes()
+    assert set(before) == {"in_use", "free"} and before["in_use"] > 0
+    held = bytearray(32 * 1024 * 1024)  # from the C library, not Python's small-object arenas
+    during = malloc_bytes()
+    assert during["in_use"] - before["in_use"] >= 32 * 1024 * 1024
+    del held
+    assert malloc_bytes()["in_use"] < during["in_use"] - 16 * 1024 * 1024
+
+
+def test_without_mallinfo2_there_is_nothing_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoGlibc:
+        def __init__(self, name: None) -> None:
+            raise OSError("no such library")
+
+    monkeypatch.setattr(ctypes, "CDLL", NoGlibc)
+    assert malloc_bytes() == {}

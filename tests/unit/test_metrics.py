@@ -51,3 +51,17 @@ def test_the_fleet_gauges_are_read_at_each_scrape() -> None:
     assert "gitsync_workqueue_depth" in have
     states["drifted"] = 0.0
     assert 'gitsync_myapps{state="drifted"} 0.0' in m.render()
+
+
+def test_what_the_process_holds_is_read_at_each_scrape() -> None:
+    m = metricslib.standard()
+    held = {"in_use": 3.0, "free": 1.0}
+    m.read_from("gitsync_malloc_bytes", lambda: held)
+    m.read_from("gitsync_python_blocks", lambda: {"": 7.0})
+    m.read_from("gitsync_shared_nodes", lambda: {"": 5.0})
+    text = m.render()
+    assert 'gitsync_malloc_bytes{state="in_use"} 3.0' in text
+    assert 'gitsync_malloc_bytes{state="free"} 1.0' in text
+    assert "gitsync_python_blocks 7.0" in text and "gitsync_shared_nodes 5.0" in text
+    held["free"] = 2.0
+    assert 'gitsync_malloc_bytes{state="free"} 2.0' in m.render()
