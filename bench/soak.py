@@ -3,7 +3,9 @@ every minute, to find what grows.
 
 On a private control plane (it is restarted once): N MyApps (1000) in Git, a commit every
 30 s (five images changed; every fourth commit also adds one MyApp and removes another),
-a ``kubectl scale`` of a random Deployment every 10 s (drift, corrected), a leader
+a ``kubectl scale`` of a random Deployment every 10 s (drift, corrected; in the warm-up
+each commit and each scale also take the next MyApps in name order, so that every MyApp is
+touched once before growth is counted: ``Settings.warmup_share``), a leader
 failover every 10 minutes (the leader is paused with SIGSTOP until its Lease lapses and
 the standby takes over, then resumed: both processes live the whole run, so each one's
 memory is a series of its own), and one kube-apiserver restart past the middle
@@ -73,6 +75,9 @@ class Settings:
     warmup_restart: bool = False
     sample_every: float = 60.0
     seed: int = 1
+    #: in the warm-up, give every MyApp a new image and a ``kubectl scale`` once (see
+    #: ``warmup_share``)
+    touch_all: bool = True
 
     @property
     def seconds(self) -> float:
@@ -86,6 +91,16 @@ class Settings:
         if self.warmup_minutes is not None:
             return self.warmup_minutes * 60
         return min(self.failover_every + 300.0, self.seconds / 4)
+
+    def warmup_share(self, every: float) -> int:
+        """How many MyApps each round (a commit, a drift edit: one per ``every`` seconds)
+        of the warm-up touches for every MyApp to be touched once in it. The first sync
+        makes N Deployments alike but for their names, and a table of shared parts holds
+        them as one; each one touched (an image, a scale: new timestamps, managers,
+        ReplicaSet names) becomes its own. Counted from an untouched fleet, growth would
+        be that, not time: a fleet in use is all touched."""
+        rounds = max(1, int(self.warmup // every))
+        return -(-self.apps // rounds) if self.touch_all else 0
 
     def restart_times(self) -> list[float]:
         """When kube-apiserver is restarted: ``restarts`` times, spread evenly past the
@@ -139,6 +154,9 @@ class World:
     commits: int = 0
     drift_edits: int = 0
     next_app: int = 0
+    #: the warm-up's touches so far, in name order: the last MyApp given a new image, and
+    #: the last scaled (a name, not a position: MyApps come and go meanwhile)
+    touched: dict[str, str] = field(default_factory=lambda: {"image": "", "scale": ""})
     start: float = field(default_factory=time.monotonic)
 
     def t(self) -> float:
@@ -160,7 +178,8 @@ def commit(world: World) -> None:
     """Five images changed; every fourth commit, one MyApp added and one removed."""
     names = sorted(world.images)
     changed: dict[str, str | None] = {}
-    for name in world.rng.sample(names, min(5, len(names))):
+    picks = world.rng.sample(names, min(5, len(names)))
+    for name in [*picks, *_touches(world, "image", world.settings.commit_every)]:
         world.images[name] = f"nginx:1.27.{world.commits % 50}"
         changed[name] = world.images[name]
     if world.commits % 4 == 3:
@@ -177,13 +196,26 @@ def commit(world: World) -> None:
     world.commits += 1
 
 
+def _touches(world: World, what: str, every: float) -> list[str]:
+    """The MyApps this round of the warm-up touches (none after it)."""
+    if world.t() >= world.settings.warmup:
+        return []
+    share = world.settings.warmup_share(every)
+    names = [n for n in sorted(world.images) if n > world.touched[what]][:share]
+    if names:
+        world.touched[what] = names[-1]
+    return names
+
+
 def drift(world: World) -> None:
-    name = world.rng.choice(sorted(world.images))
-    try:
-        kubectl_scale(world.kube, world.ns, name, 2 + world.drift_edits % 3)
-        world.drift_edits += 1
-    except Exception as e:  # the API server restarting, or a MyApp just created
-        world.event("drift edit failed", app=name, error=type(e).__name__)
+    names = [world.rng.choice(sorted(world.images))]
+    names += _touches(world, "scale", world.settings.drift_every)
+    for name in dict.fromkeys(names):
+        try:
+            kubectl_scale(world.kube, world.ns, name, 2 + world.drift_edits % 3)
+            world.drift_edits += 1
+        except Exception as e:  # the API server restarting, or a MyApp just created
+            world.event("drift edit failed", app=name, error=type(e).__name__)
 
 
 def failover(world: World) -> None:
@@ -226,6 +258,17 @@ def sample(world: World) -> None:
             for i in ("myapps", "deployments")
         }
         facts["queue"] = r.daemon.metric("gitsync_workqueue_depth")
+        # inside the process: what the C library's allocator and Python hold
+        facts["inside"] = {
+            "malloc_in_use_mib": round(
+                r.daemon.metric("gitsync_malloc_bytes", state="in_use") / MIB, 2
+            ),
+            "malloc_free_mib": round(
+                r.daemon.metric("gitsync_malloc_bytes", state="free") / MIB, 2
+            ),
+            "python_blocks": r.daemon.metric("gitsync_python_blocks"),
+            "shared_nodes": r.daemon.metric("gitsync_shared_nodes"),
+        }
         row["replicas"][r.name] = facts
     world.samples.append(row)
     print(f"soak sample {json.dumps(row)}", flush=True)
@@ -273,8 +316,13 @@ def growth_by_line(first: Path, last: Path, top: int = 12) -> list[dict[str, Any
     return out
 
 
+MIB = 1024 * 1024
 #: what a mapping of a process holds, by its name in /proc/PID/smaps
 RSS_KINDS = ("heap", "anon", "file")
+
+
+#: sampled from each replica's /metrics (see ``sample``)
+INSIDE = ("malloc_in_use_mib", "malloc_free_mib", "python_blocks", "shared_nodes")
 
 
 def rss_by_kind(smaps: str) -> dict[str, float]:
@@ -329,6 +377,12 @@ def summarize(world: World) -> dict[str, Any]:
                 for kind in RSS_KINDS
                 if all("rss_by_kind" in f for _, f in series)
             },
+            # what the process itself says it holds, after the warm-up and at the end
+            "inside": {
+                key: [series[0][1]["inside"][key], series[-1][1]["inside"][key]]
+                for key in INSIDE
+                if series and all("inside" in f for _, f in series)
+            },
             "fds_min_max": [min(fds, default=0), max(fds, default=0)],
             "threads_min_max": [min(threads, default=0), max(threads, default=0)],
             "cache_mismatches": len(mismatched),
@@ -351,7 +405,12 @@ def render(result: dict[str, Any]) -> str:
         "Load average at the "
         f"start {result['load_start']}, at the end {result['load_end']} "
         f"({result['cpus']} cores). Growth is counted after a {s['warmup_s'] / 60:.0f}-minute "
-        "warm-up.",
+        "warm-up"
+        + (
+            ", in which every MyApp also got a new image and a scale once (edits counted above)."
+            if s.get("touch_all")
+            else "; the fleet was not touched as a whole in it."
+        ),
         "",
         "| replica | RSS after warm-up | at the end | RSS growth | fds (min-max) | "
         "threads (min-max) | cache ≠ server | longest queue |",
@@ -377,6 +436,16 @@ def render(result: dict[str, Any]) -> str:
                 f"object arenas, large blocks, thread stacks) {kinds['anon']} MiB/h, mapped "
                 f"files {kinds['file']} MiB/h.",
             ]
+        inside = r.get("inside")
+        if inside:
+            lines[-1] += (
+                " What it held after the warm-up and at the end: the C library's allocator "
+                f"{inside['malloc_in_use_mib'][0]} and {inside['malloc_in_use_mib'][1]} MiB "
+                f"in use, {inside['malloc_free_mib'][0]} and {inside['malloc_free_mib'][1]} "
+                f"MiB free; Python {inside['python_blocks'][0]:.0f} and "
+                f"{inside['python_blocks'][1]:.0f} blocks; the shared-node table "
+                f"{inside['shared_nodes'][0]:.0f} and {inside['shared_nodes'][1]:.0f} nodes."
+            )
     lines += [
         "",
         f"At the end: converged in {f['converged_after_s']} s; MyApps lost {f['lost']}, "
@@ -574,6 +643,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="one more kube-apiserver restart, in the warm-up",
     )
+    parser.add_argument(
+        "--untouched",
+        action="store_true",
+        help="do not touch every MyApp once in the warm-up (growth then counts the fleet "
+        "becoming varied)",
+    )
     parser.add_argument("--name", default="soak", help="results: bench/results/NAME-<date>.*")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -586,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         restarts=args.restarts,
         warmup_minutes=args.warmup,
         warmup_restart=args.warmup_restart,
+        touch_all=not args.untouched,
     )
     # made now, not after the hour: a results directory that cannot be made fails at once
     args.out.mkdir(parents=True, exist_ok=True)

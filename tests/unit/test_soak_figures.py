@@ -4,6 +4,7 @@ the per-replica summary of what was sampled after the warm-up."""
 from __future__ import annotations
 
 import os
+import random
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +36,12 @@ def _sample(t: float, rss: float, cache: float, live: int | None) -> dict[str, A
         "threads": 16,
         "cache": {"myapps": cache},
         "queue": 2,
+        "inside": {
+            "malloc_in_use_mib": rss / 4,
+            "malloc_free_mib": 1.0,
+            "python_blocks": 1000 * rss,
+            "shared_nodes": 500.0,
+        },
     }
     return {"t": t, "live": None if live is None else {"myapps": live}, "replicas": {"a": facts}}
 
@@ -61,6 +68,10 @@ def test_the_summary_counts_after_the_warm_up_and_compares_caches_with_the_serve
     kinds = got["rss_slope_by_kind_mib_per_hour"]
     assert kinds["file"] == 0.0
     assert kinds["heap"] == kinds["anon"] == pytest.approx(got["rss_slope_mib_per_hour"] / 2)
+    inside = got["inside"]
+    assert inside["malloc_in_use_mib"] == [25.0, 27.5]  # after the warm-up, at the end
+    assert inside["python_blocks"] == [100_000.0, 110_000.0]
+    assert inside["shared_nodes"] == [500.0, 500.0] and inside["malloc_free_mib"] == [1.0, 1.0]
 
 
 SMAPS = """\
@@ -130,3 +141,33 @@ def _line() -> int:
     """The line of the bytearrays above."""
     text = Path(__file__).read_text().splitlines()
     return next(i for i, line in enumerate(text, 1) if "bytearray(1024)" in line)
+
+
+def test_the_warm_up_touches_every_myapp_once_then_only_random_ones() -> None:
+    settings = soak.Settings(minutes=60, apps=1000, failover_every=600)
+    assert settings.warmup_share(30.0) == 34  # 30 commits in 15 minutes: 30 x 34 >= 1000
+    assert settings.warmup_share(10.0) == 12  # 90 scales
+    untouched = soak.Settings(minutes=60, apps=1000, touch_all=False)
+    assert untouched.warmup_share(30.0) == 0
+    now = [0.0]
+    commits: list[dict[str, str | None]] = []
+    world = soak.World(
+        settings,
+        cast(Any, None),
+        "ns",
+        cast(Any, SimpleNamespace(commit=lambda files, message: commits.append(files))),
+        [],
+        random.Random(1),  # noqa: S311 (the soak's own reproducible choices)
+    )
+    world.t = lambda: now[0]  # type: ignore[method-assign]
+    for _ in range(settings.apps):
+        soak._new_app(world)
+    first = dict(world.images)
+    while now[0] < settings.warmup:
+        soak.commit(world)
+        now[0] += settings.commit_every
+    kept = [n for n in first if n in world.images]
+    assert all(world.images[n] != "nginx:1.27" for n in kept)  # each got a new image
+    after = len(commits[-1])
+    soak.commit(world)  # past the warm-up: five, and one added and one removed every fourth
+    assert len(commits[-1]) <= 7 < after
