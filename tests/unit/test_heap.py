@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitsync.daemon.heap import M_ARENA_MAX, Heap, _libc_trim, malloc_bytes, one_arena
+from gitsync.daemon.heap import M_ARENA_MAX, Heap, _libc, _libc_trim, malloc_bytes, one_arena
 
 
 class Node:
@@ -185,3 +185,8 @@ def test_without_mallinfo2_there_is_nothing_to_read(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(ctypes, "CDLL", NoGlibc)
     assert malloc_bytes() == {}
+
+
+def test_a_function_the_c_library_lacks_is_none() -> None:
+    assert _libc("gitsync_no_such_function") is None
+    assert _libc("malloc_trim") is not None  # glibc, as here
