@@ -19,11 +19,10 @@ After each settle that added nodes to it, and after each full collection, the ta
 shared nodes (:mod:`gitsync.model.compact`) forgets what only it still holds. Left to
 itself it does so when it has doubled: a fleet whose images and statuses change all day
 kept up to as many dead nodes as live ones (1 MiB more and its table's dict doubled within
-an hour of the soak, at 1000 MyApps). Swept only with each full collection it kept ten
-minutes of churn, and the hour-long soak's table still held 5000 nodes more at its end
-than after its warm-up; swept after each pass it keeps one pass's. A sweep of a table of
-140,000 nodes (20,000 Deployments) takes 0.05 s when every node is held, 0.25 s when
-half go; a pass over them costs seconds.
+an hour of the soak, at 1000 MyApps). Swept only with each full collection it kept up to
+ten minutes of churn; swept after each pass, one pass's. A sweep of a table of 140,000
+nodes (20,000 Deployments) takes 0.05 s when every node is held, 0.25 s when half go; a
+pass over them costs seconds.
 
 Then the C library is asked to give its free pages back (``malloc_trim``, glibc): those
 the initial LISTs' replies and a pass's garbage left, 1.1 KiB per MyApp at 20,000.
