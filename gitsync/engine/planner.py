@@ -208,6 +208,14 @@ _STAMPS: dict[str, tuple[Obj, str]] = {}
 _STAMPS_MAX: Final = 100_000
 
 
+def forget_stamps(namespace: str, name: str) -> None:
+    """The MyApp ``namespace/name`` and its Deployment are gone: their stamps are not
+    remembered (else a fleet whose MyApps come and go would keep each one that went,
+    with its desired state, until the memo is full)."""
+    for kind in (KIND, "Deployment"):
+        _STAMPS.pop(subject(kind, namespace, name), None)
+
+
 def _text(desired: Obj) -> str:
     return json.dumps(desired, sort_keys=True)
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from gitsync.engine import drift as driftlib
-from gitsync.engine.planner import Settings, policy_for
+from gitsync.engine.planner import Settings, forget_stamps, policy_for
 from gitsync.errors import (
     APINotFoundError,
     APITooManyRequestsError,
@@ -129,6 +129,7 @@ class Reconciler:
                 and (live is None or live["metadata"].get("deletionTimestamp"))
             ):
                 self.ledger.forget_reconcile(key)
+                forget_stamps(*key.split("/", 1))
                 return Result()  # the garbage collector takes the Deployment
             action: MyAppAction = "failed"
             try:

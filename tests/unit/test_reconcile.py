@@ -94,6 +94,22 @@ def test_a_myapp_that_is_gone_is_done_without_a_write(world: World) -> None:
     assert world.cluster.writes == []
 
 
+def test_a_myapp_that_went_leaves_no_stamp_behind(world: World) -> None:
+    from gitsync.engine import planner
+
+    world.add(myapp())
+    world.r.reconcile(KEY)  # creates the Deployment
+    world.r.reconcile(KEY)  # compares it with what it renders: the stamp is remembered
+    assert "Deployment/shop/web" in planner._STAMPS
+    planner.stamp_of("MyApp/shop/web", myapp())  # as a pass from Git remembers it
+    planner.stamp_of("Deployment/shop/other", {"kind": "Deployment"})
+    mine = {"MyApp/shop/web", "Deployment/shop/web"}
+    del world.myapps.objects[KEY]  # the watch saw it deleted
+    assert world.r.reconcile(KEY) == Result()
+    assert not mine & set(planner._STAMPS)
+    assert "Deployment/shop/other" in planner._STAMPS  # another's stays
+
+
 def test_throttling_requeues_after_the_servers_hint_and_writes_nothing(world: World) -> None:
     world.add(myapp())
     world.cluster.fail["apply"] = APITooManyRequestsError("Deployment/shop/web", "slow", 3.0)
