@@ -314,3 +314,27 @@ def test_tidy_sweeps_only_when_nodes_were_added_since_the_last_sweep() -> None:
     c.compact(obj("d", {"w": {"y": "3"}}))
     assert c.tidy() == 1 and c.sweeps == 2
     assert len(c) == 1 and kept["spec"]["x"] == {"y": "1"}
+
+
+def test_tidy_sweeps_after_a_single_node_was_added() -> None:
+    c = Compactor()
+    c.compact(obj("a", {"x": {"y": "1"}}))  # one node, held by nobody
+    assert c.tidy() == 1 and len(c) == 0
+
+
+def test_a_list_equal_to_the_earlier_version_is_taken_from_it_whole() -> None:
+    c = Compactor()
+    like = c.compact({"metadata": {"name": "a", "v": "1"}, "spec": [[1], 2]})
+    # another version (the top differs), its spec a list: the object's own, not shared
+    out = c.compact({"metadata": {"name": "a", "v": "2"}, "spec": [[1], 2]}, like)
+    assert out["spec"] is like["spec"]
+
+
+def test_a_child_someone_holds_stays_shared_when_its_parent_goes() -> None:
+    c = Compactor()
+    tree = c.compact(obj("a", {"x": {"y": {"z": "1"}}}))
+    held = tree["spec"]["x"]["y"]  # the child; its parent x goes with the tree
+    del tree
+    c.sweep()
+    again = c.compact(obj("b", {"w": {"z": "1"}}))
+    assert again["spec"]["w"] is held
