@@ -58,6 +58,8 @@ RESULTS = ROOT / "bench" / "results"
 #: a paused leader's Lease lapses after 15 s; 25 s makes the takeover certain
 PAUSE_S = 25.0
 APISERVER_DOWN_S = 10.0
+#: a newcomer's caches full, then two sync passes (every 20 s) settle and tidy its heap
+NEWCOMER_SETTLE_S = 45.0
 
 
 @dataclass
@@ -248,6 +250,57 @@ def live_counts(world: World) -> dict[str, int] | None:
         return None
 
 
+def inside(r: Replica) -> dict[str, float]:
+    """What the C library's allocator and Python hold inside the replica's process."""
+    return {
+        "malloc_in_use_mib": round(
+            r.daemon.metric("gitsync_malloc_bytes", state="in_use") / MIB, 2
+        ),
+        "malloc_free_mib": round(r.daemon.metric("gitsync_malloc_bytes", state="free") / MIB, 2),
+        "python_blocks": r.daemon.metric("gitsync_python_blocks"),
+        "shared_nodes": r.daemon.metric("gitsync_shared_nodes"),
+    }
+
+
+def newcomer(world: World, kubeconfig: Path, tmp: Path) -> dict[str, Any]:
+    """A third replica, started once the driving has stopped, standing by with the fleet
+    as it is now in its caches; then all three measured. What the replicas that ran the
+    whole soak hold beyond it is what they kept of the churn; what they gained in the
+    soak and it holds too is the fleet itself, grown varied (each MyApp's own images,
+    times and conditions: shared by many MyApps while they were new)."""
+    daemon = Daemon(
+        kubeconfig,
+        world.ns,
+        world.upstream.file_url,
+        tmp / "c.log",
+        extra=("--leader-elect", "--instance-name", "soak"),
+        interval=20.0,
+        cache=tmp / "cache-c",
+    )
+    replica = Replica("c", daemon)
+    daemon.start()
+    try:
+        live = live_counts(world)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            cache = {
+                i: int(daemon.metric("gitsync_cache_objects", informer=i))
+                for i in ("myapps", "deployments")
+            }
+            if cache == live:
+                break
+            time.sleep(2.0)
+        time.sleep(NEWCOMER_SETTLE_S)
+        out: dict[str, Any] = {}
+        for r in [*world.replicas, replica]:
+            facts: dict[str, Any] = {"rss_mib": round(rss_mib(r.pid), 1), "leader": r.leads()}
+            out[r.name] = {**facts, "inside": inside(r)}
+        world.event("newcomer measured", **{n: f["inside"] for n, f in out.items()})
+        return out
+    finally:
+        daemon.stop()
+
+
 def sample(world: World) -> None:
     row: dict[str, Any] = {"t": world.t(), "live": live_counts(world), "replicas": {}}
     for r in world.replicas:
@@ -258,17 +311,7 @@ def sample(world: World) -> None:
             for i in ("myapps", "deployments")
         }
         facts["queue"] = r.daemon.metric("gitsync_workqueue_depth")
-        # inside the process: what the C library's allocator and Python hold
-        facts["inside"] = {
-            "malloc_in_use_mib": round(
-                r.daemon.metric("gitsync_malloc_bytes", state="in_use") / MIB, 2
-            ),
-            "malloc_free_mib": round(
-                r.daemon.metric("gitsync_malloc_bytes", state="free") / MIB, 2
-            ),
-            "python_blocks": r.daemon.metric("gitsync_python_blocks"),
-            "shared_nodes": r.daemon.metric("gitsync_shared_nodes"),
-        }
+        facts["inside"] = inside(r)
         row["replicas"][r.name] = facts
     world.samples.append(row)
     print(f"soak sample {json.dumps(row)}", flush=True)
@@ -462,6 +505,23 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"| `{g['where']}` | {g['grew_kib']} KiB | {g['now_kib']} KiB | {g['blocks_grew']} |"
         )
+    fresh = result.get("newcomer")
+    if fresh:
+        lines += [
+            "",
+            "At the end, beside a replica started then (c: its caches filled with the fleet "
+            "as it was, standing by), what each process held:",
+            "",
+            "| replica | role | shared-node table | Python blocks | allocator in use | RSS |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, r in fresh.items():
+            i = r["inside"]
+            lines.append(
+                f"| {name} | {'leader' if r['leader'] else 'standby'} | "
+                f"{i['shared_nodes']:.0f} nodes | {i['python_blocks']:.0f} | "
+                f"{i['malloc_in_use_mib']} MiB | {r['rss_mib']} MiB |"
+            )
     lines += ["", "Events:", ""]
     lines += [f"- {e['t']:.0f} s: {e['what']}" for e in result["events"] if e["what"] != "commit"]
     return "\n".join(lines) + "\n"
@@ -588,6 +648,7 @@ def _soak(
         last_snapshot = snapshot(world.replicas[1])
         settle_s, _ = wait_converged(kube, ns, world.images, 900, "the end of the soak")
         time.sleep(5)  # a prune in flight would show in the watch
+    fresh = newcomer(world, cp.kubeconfig, tmp)
     final = verdict(kube, ns, world.images)
     live = {
         a["metadata"]["name"]: a["metadata"]["uid"]
@@ -618,6 +679,7 @@ def _soak(
             "drift_left": len(drift_left),
         },
         "heap_growth": heap,
+        "newcomer": fresh,
         "events": world.events,
         "samples": world.samples,
     }

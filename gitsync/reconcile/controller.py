@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gitsync import threads
-from gitsync.engine.planner import Settings
+from gitsync.engine.planner import Settings, forget_stamps
 from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.events import EventRecorder
@@ -280,6 +280,12 @@ class Controller:
             if not mine:
                 # a standby keeps its caches warm and writes nothing; another replica's
                 # MyApp is that replica's (this one looks again when its buckets change)
+                if self.myapps.get(key) is None:
+                    # gone: no reconcile here will find it so, and what this replica
+                    # remembers of it from when it last served it would stay for good
+                    # (Git declares it again to whichever replica serves it next)
+                    self.ledger.forget(key)
+                    forget_stamps(*key.split("/", 1))
                 return
             if not self.deployments.synced.is_set():
                 # its Deployment may be on its way into the cache (buckets just taken)

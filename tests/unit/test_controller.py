@@ -12,9 +12,10 @@ from typing import cast
 import pytest
 from kubernetes import client as k8s_client
 
+from gitsync.engine import planner
 from gitsync.errors import APITooManyRequestsError
 from gitsync.kube.client import Kube
-from gitsync.model.api import Obj
+from gitsync.model.api import Obj, subject
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.model.shards import bucket_of
@@ -162,6 +163,29 @@ def test_a_standby_reconciles_nothing() -> None:
     c.is_leader = lambda: False
     c._process(KEY)
     assert fake.keys == [] and due(c) is None
+
+
+def test_a_standby_forgets_what_it_remembered_of_a_myapp_that_is_gone() -> None:
+    """A replica that served a MyApp and stood by when it was deleted never reconciles
+    it again: its record and its stamps must go when the deletion reaches it."""
+    c, fake, _ = looping(Result(), Result())
+    c.is_leader = lambda: False
+    body = DECLARED.body
+    for key in (KEY, "ns/db"):
+        c.ledger.declare({key: DECLARED})
+        for kind in ("MyApp", "Deployment"):
+            planner.stamp_of(subject(kind, *key.split("/")), body)
+    held = {"metadata": {"namespace": "ns", "name": "db", "uid": "u", "resourceVersion": "1"}}
+    c.myapps.cache["ns/db"] = held
+    c._process(KEY)
+    c._process("ns/db")
+    assert c.ledger.get(KEY) is None
+    assert subject("MyApp", "ns", "web") not in planner._STAMPS
+    assert subject("Deployment", "ns", "web") not in planner._STAMPS
+    # one still in the cache is kept: the replica serves it again when it leads
+    assert c.ledger.git("ns/db") == body
+    assert subject("Deployment", "ns", "db") in planner._STAMPS
+    assert fake.keys == []
 
 
 def test_workers_take_keys_from_the_queue_one_at_a_time_per_key() -> None:
