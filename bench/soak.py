@@ -20,7 +20,9 @@ RSS is the daemon's own.
 
 At the end: the driving stops, the namespace must converge to Git; MyApps lost or
 re-created, MyApps deleted that Git still named (wrong prunes) and drift left are
-counted from the API server. Results: ``bench/results/soak-<date>.{json,md,png}``.
+counted from the API server; then a third replica is started, and once its caches hold the
+fleet, all three are measured (``newcomer``): what the two that ran the whole soak hold
+beyond it is what they kept of the churn. Results: ``bench/results/soak-<date>.{json,md,png}``.
 
     python -m bench.soak [--minutes 60] [--apps 1000]
 """
