@@ -38,8 +38,13 @@ _INT_SPEC_FIELDS: Final = tuple(k for k, v in _SPEC_SCHEMA.items() if v.get("typ
 
 
 def selector_labels(name: str) -> dict[str, str]:
-    """The Deployment selector: derived from the name only, since selectors are immutable."""
-    return {NAME_LABEL: name, INSTANCE_LABEL: name}
+    """The Deployment selector: derived from the name only, since selectors are immutable.
+
+    Its keys in the order the API server returns a map's (sorted), as every label map
+    :func:`render` builds: the desired state the planner remembers then shares its
+    label maps with the live Deployment's in the caches (:mod:`gitsync.model.compact`
+    shares equal nodes only when their keys come in the same order)."""
+    return {INSTANCE_LABEL: name, NAME_LABEL: name}
 
 
 def render(myapp: Obj) -> Obj:
@@ -54,11 +59,15 @@ def render(myapp: Obj) -> Obj:
     who = subject(KIND, meta.get("namespace", ""), name)
     metadata: Obj = {
         "name": name,
-        "labels": {
-            **selector_labels(name),
-            MANAGED_BY_LABEL: MANAGED_BY,
-            BUCKET_LABEL: str(bucket_of(meta.get("namespace", ""), name)),
-        },
+        "labels": dict(
+            sorted(
+                {
+                    **selector_labels(name),
+                    MANAGED_BY_LABEL: MANAGED_BY,
+                    BUCKET_LABEL: str(bucket_of(meta.get("namespace", ""), name)),
+                }.items()
+            )
+        ),
     }
     if meta.get("namespace"):
         metadata["namespace"] = meta["namespace"]

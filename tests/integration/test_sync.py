@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 
 from gitsync.daemon.daemon import Daemon, DaemonOptions
+from gitsync.engine import planner
 from gitsync.engine.changeset import ChangeSet
 from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import subject
+from gitsync.model.render import render
 from gitsync.reconcile.controller import Controller
 from gitsync.source.checkout import GitSource, open_source
 from gitsync.source.gitenv import Credentials
@@ -436,3 +439,36 @@ def test_a_cold_sync_lists_deployments_once_instead_of_a_get_per_new_myapp(
     dep = get(kube, "Deployment", namespace, "c")
     assert dep is not None and "ownerReferences" not in dep["metadata"]
     assert all(exists(kube, "Deployment", namespace, n) for n in "ab")
+
+
+def test_the_remembered_desired_deployment_shares_its_label_maps_with_the_cached_one(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    # the planner remembers each desired Deployment (compacted) beside the live one in the
+    # caches; their label maps are one node only if their keys come in the server's order
+    upstream.commit({"apps/a.yaml": app_yaml(namespace, "a")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    assert s.run().ok  # a pass that finds the Deployment live: the planner remembers it
+    myapp = get(kube, "MyApp", namespace, "a")
+    held = get(kube, "Deployment", namespace, "a")
+    assert myapp is not None and held is not None
+    desired = render(myapp)
+    labels = (
+        ("metadata", "labels"),
+        ("spec", "selector", "matchLabels"),
+        ("spec", "template", "metadata", "labels"),
+    )
+    for path in labels:
+        assert list(dig(held, path)) == list(dig(desired, path)), path
+    cached = controller.deployments.get(f"{namespace}/a")
+    remembered = planner._STAMPS[subject("Deployment", namespace, "a")][0]
+    assert cached is not None
+    assert remembered["metadata"]["labels"] is cached["metadata"]["labels"]
+    assert remembered["spec"]["selector"] is cached["spec"]["selector"]
+
+
+def dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
