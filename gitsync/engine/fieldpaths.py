@@ -108,10 +108,24 @@ def line_of(node: yaml.Node, path: Path) -> int | None:
 #: tuples, a few dozen bytes a field, for every MyApp the sync loop holds
 Lines = tuple[Any, ...] | None
 
+#: every Lines tuple held, once: a fleet's files are written alike (one template, one
+#: layout), so most documents' Lines, and most of their parts, are equal; held here,
+#: each is one tuple however many documents have it (about 0.9 KiB a MyApp otherwise).
+#: Key and value are the same tuple. Forgotten once nothing else holds it (``_sweep``).
+_LINES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+#: the table is swept when it holds this many (and then at twice what a sweep left)
+_SWEEP_AT_LEAST: Final = 10_000
+_sweep_at = _SWEEP_AT_LEAST
+#: references to a table entry while ``_sweep`` looks at it: the table's key and value,
+#: the list's, the loop variable's, ``getrefcount``'s argument
+_TABLE_ONLY: Final = 5
+
 
 def lines_of(node: yaml.Node) -> Lines:
-    """The :data:`Lines` of a composed document. Linear in its nodes: an aliased node is
-    walked once, where its anchor is."""
+    """The :data:`Lines` of a composed document, shared with every equal one held (and
+    its parts likewise). Linear in its nodes: an aliased node is walked once, where its
+    anchor is."""
+    global _sweep_at
     seen: set[int] = set()
 
     def walk(n: yaml.Node) -> Lines:
@@ -129,9 +143,29 @@ def lines_of(node: yaml.Node) -> Lines:
                 out += (item.start_mark.line + 1, walk(item))
         else:
             return None
-        return tuple(out)
+        lines = tuple(out)
+        return _LINES.setdefault(lines, lines)
 
-    return walk(node)
+    lines = walk(node)
+    if len(_LINES) >= _sweep_at:
+        _sweep()
+        _sweep_at = max(_SWEEP_AT_LEAST, 2 * len(_LINES))
+    return lines
+
+
+def _sweep() -> int:
+    """Forget the Lines nothing but the table holds (a part after the whole that held
+    it); how many were forgotten. Safe beside a thread that adds: one it adds is held by
+    that thread's walk until a document holds it."""
+    gone = 0
+    while True:
+        free = [t for t in list(_LINES) if sys.getrefcount(t) <= _TABLE_ONLY]
+        if not free:
+            return gone
+        for t in free:
+            _LINES.pop(t, None)
+        gone += len(free)
+        del free, t  # held by neither, the parts of the ones forgotten are free next round
 
 
 def line_in(lines: Lines, obj: Any, path: Path) -> int | None:

@@ -4,8 +4,10 @@ the loader's lines of a list shorter than the value."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
+from gitsync.engine import fieldpaths
 from gitsync.engine.fieldpaths import leaves, line_in, line_of, lines_of, value_at
 from gitsync.source._yaml import Loader
 
@@ -103,3 +105,42 @@ def test_line_in_a_value_longer_than_its_lines_is_none() -> None:
     obj = {"l": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
     assert line_in(lines, obj, ("f:l", 'k:{"name":"b"}')) == 3
     assert line_in(lines, obj, ("f:l", 'k:{"name":"c"}')) is None
+
+
+def test_documents_written_alike_share_one_lines_and_their_parts() -> None:
+    web, api = (
+        lines_of(_node(f"metadata:\n  name: {n}\nspec:\n  image: {n}:1\n  port: 80\n"))
+        for n in ("web", "api")
+    )
+    assert web == api and web is api
+    other = lines_of(_node("metadata:\n  name: db\nspec:\n  port: 80\n  image: db:1\n"))
+    assert other != web
+    assert other is not None and web is not None
+    assert other[2] is web[2]  # the same metadata part, held once
+
+
+def test_lines_nothing_holds_are_forgotten_parts_too_and_held_ones_kept() -> None:
+    fieldpaths._sweep()
+    before = len(fieldpaths._LINES)
+    kept = lines_of(_node("kept:\n  a: {b: 1}\n"))
+    lines_of(_node("gone:\n  a: {b: 1}\n  c: 2\n"))
+    # kept: the whole, {a}, {b}; gone: its whole and {a, c} (its {b} is kept's)
+    assert len(fieldpaths._LINES) == before + 5
+    assert fieldpaths._sweep() == 2
+    assert len(fieldpaths._LINES) == before + 3
+    assert lines_of(_node("kept:\n  a: {b: 1}\n")) is kept
+    del kept
+    assert fieldpaths._sweep() == 3
+    assert len(fieldpaths._LINES) == before
+
+
+def test_the_table_is_swept_when_it_reaches_its_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    fieldpaths._sweep()
+    before = len(fieldpaths._LINES)
+    monkeypatch.setattr(fieldpaths, "_sweep_at", before + 4)
+    lines_of(_node("one: {a: 1}\n"))  # two, which nothing holds once it returns
+    assert len(fieldpaths._LINES) == before + 2
+    two = lines_of(_node("two:\n  a: 2\n"))  # the mark: one's are forgotten, two's kept
+    assert len(fieldpaths._LINES) == before + 2
+    assert lines_of(_node("two:\n  a: 2\n")) is two
+    assert fieldpaths._sweep_at == fieldpaths._SWEEP_AT_LEAST
