@@ -50,13 +50,18 @@ def _one(kube: Kube, ns: str, name: str, replicas: int = 1) -> None:
     kube.apply(path_of("MyApp", ns, name, "status"), status, field_manager=MANAGER, force=True)
 
 
+def write(kube: Kube, ns: str, names: list[str], workers: int, replicas: int = 1) -> None:
+    """The floor's 3 writes of each MyApp named, by ``workers`` threads."""
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda name: _one(kube, ns, name, replicas), names))
+
+
 def floor_once(kube: Kube, n: int, workers: int, replicas: int = 1) -> float:
     """Seconds for ``workers`` threads to send the 3 writes of each of n MyApps."""
     ns = namespace(kube, "bench-floor")
     names = [f"app-{i:04d}" for i in range(n)]
     start = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda name: _one(kube, ns, name, replicas), names))
+    write(kube, ns, names, workers, replicas)
     return time.perf_counter() - start
 
 

@@ -182,6 +182,20 @@ def versus_table(vs: Results) -> list[str]:
         "Drift visible in status: gitsync writes status.drift; Flux reports drift nowhere "
         "(it re-applies at its next interval)."
     )
+    floor = vs.get("floor_rolled_out_s")
+    if floor and fluxes:
+        ours = round(s["gitsync"]["cold_sync_s"]["median"] / floor["median"], 2)
+        half = round(min(s[f]["cold_sync_s"]["median"] for f in fluxes) / 2, 3)
+        reach = (
+            "below it: no tool reaches" if half < floor["median"] else "above it: a tool may reach"
+        )
+        rows += [
+            "",
+            "cold_sync_s's floor (the fewest writes a cold sync needs, from a bare client, and "
+            f"the rollout they start, to every Deployment Available): {_spread_cell(floor)} s; "
+            f"gitsync {_fmt(ours)} x it. Half the stronger Flux's cold sync, {_fmt(half)} s, is "
+            f"{reach} ≤ 0.5 x on this control plane.",
+        ]
     return rows
 
 

@@ -14,6 +14,9 @@ namespace gets N MyApps from a Git repository served over loopback HTTP:
 The repository is split into those directories for every tool (gitsync and the one
 Kustomization read them all, recursively).
 
+Before each run's first tool, the floor of its cold sync: the floor's writes
+(bench/floor.py) and the rollout they start, to the same end point (no tool does better).
+
 Then, in that order: cold sync, steady state over whole intervals, a commit
 changing 10 % of MyApps, drift on up to 100 MyApps, a commit removing 10 %.
 Flux is told of a push the way its Receiver does it: the
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import floor as floorlib
 from bench import flux as fluxlib
 from bench.common import (
     GITSYNC,
@@ -641,8 +645,12 @@ def _runs(s: Settings) -> Iterator[tuple[int, str]]:
 def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
     install_flux_crds()
     per_tool: dict[str, list[Results]] = {t: [] for t in TOOLS}
+    floors: list[float] = []
     with GitHttpServer(tmp) as server:
         for run, tool in _runs(s):
+            if len(floors) == run:  # once a run, before its first tool
+                print(f"bench: versus run {run + 1}/{s.runs}: the floor (N={s.n})", flush=True)
+                floors.append(floor_rolled_out(kube, s))
             print(f"bench: versus run {run + 1}/{s.runs}: {tool} (N={s.n})", flush=True)
             per_tool[tool].append(one_run(kube, server, tmp, tool, run, s))
     return {
@@ -653,7 +661,29 @@ def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
         "flux_tuned_flags": " ".join(FLUX_TUNED_FLAGS),
         "runs_by_tool": per_tool,
         "summary": {t: summarize(rs) for t, rs in per_tool.items()},
+        "floor_rolled_out_s": {
+            "median": round(statistics.median(floors), 3),
+            "min": round(min(floors), 3),
+            "max": round(max(floors), 3),
+        },
     }
+
+
+def floor_rolled_out(kube: Kube, s: Settings) -> float:
+    """The control plane's own floor for ``cold_sync_s``: the floor's writes (the fewest
+    a cold sync needs, from a bare client: bench/floor.py) and the rollout they start,
+    timed to the tools' end point (every MyApp's Deployment Available). A tool's cold
+    sync can be no shorter: the rollout is the controller manager's, the scheduler's
+    and kwok's work, the same whoever wrote the objects."""
+    ns = namespace(kube, "vs-floor")
+    names = [f"app-{i:04d}" for i in range(s.n)]
+    with Observer(kube, ns) as obs:
+        t0 = time.perf_counter()
+        floorlib.write(kube, ns, names, floorlib.WORKERS[-1])
+        wait("the floor rolled out", lambda: obs.all_available(names), s.timeout, every=0.05)
+        took = time.perf_counter() - t0
+    sh(*_kubectl(), "delete", "namespace", ns, "--wait=false", check=False)
+    return took
 
 
 FIGURES: dict[str, Callable[[Results], float]] = {

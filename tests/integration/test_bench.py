@@ -50,6 +50,8 @@ def test_gitsync_and_flux_side_by_side_at_n5(kube: Kube, crd: str, tmp_path: Pat
     # gitsync shows drift it was told to leave in status; Flux has no such place
     assert out["runs_by_tool"]["gitsync"][0]["drift"]["in_status_objects"] == 1
     assert out["runs_by_tool"]["flux"][0]["drift"]["in_status_s"] is None
+    # the floor: the bare client's writes and the rollout they start, once a run
+    assert out["floor_rolled_out_s"]["min"] > 0
     # the tuned Flux diffs each of its Kustomizations
     assert out["runs_by_tool"]["flux-tuned"][0]["diff"]["commands"] == 2
 
