@@ -14,8 +14,8 @@ namespace gets N MyApps from a Git repository served over loopback HTTP:
 The repository is split into those directories for every tool (gitsync and the one
 Kustomization read them all, recursively).
 
-Before each run's first tool, the floor of its cold sync: the floor's writes
-(bench/floor.py) and the rollout they start, to the same end point (no tool does better).
+Before each run's first tool, a reference for its cold sync: the floor's writes
+(bench/floor.py) and the rollout they start, to the same end point.
 
 Then, in that order: cold sync, steady state over whole intervals, a commit
 changing 10 % of MyApps, drift on up to 100 MyApps, a commit removing 10 %.
@@ -670,11 +670,13 @@ def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
 
 
 def floor_rolled_out(kube: Kube, s: Settings) -> float:
-    """The control plane's own floor for ``cold_sync_s``: the floor's writes (the fewest
-    a cold sync needs, from a bare client: bench/floor.py) and the rollout they start,
-    timed to the tools' end point (every MyApp's Deployment Available). A tool's cold
-    sync can be no shorter: the rollout is the controller manager's, the scheduler's
-    and kwok's work, the same whoever wrote the objects."""
+    """A reference for ``cold_sync_s``: the floor's writes (the fewest a cold sync needs,
+    from a bare client as fast as it can: bench/floor.py) and the rollout they start,
+    timed to the tools' end point (every MyApp's Deployment Available). The rollout is
+    the controller manager's, the scheduler's and kwok's work whoever wrote the objects,
+    so no tool is far below it (one that writes more slowly lets the rollout begin
+    while it writes, and may end a little under it). Its namespace is gone before the
+    next tool starts: the deletion of 1000 Deployments and Pods would slow that tool."""
     ns = namespace(kube, "vs-floor")
     names = [f"app-{i:04d}" for i in range(s.n)]
     with Observer(kube, ns) as obs:
@@ -682,7 +684,7 @@ def floor_rolled_out(kube: Kube, s: Settings) -> float:
         floorlib.write(kube, ns, names, floorlib.WORKERS[-1])
         wait("the floor rolled out", lambda: obs.all_available(names), s.timeout, every=0.05)
         took = time.perf_counter() - t0
-    sh(*_kubectl(), "delete", "namespace", ns, "--wait=false", check=False)
+    sh(*_kubectl(), "delete", "namespace", ns, "--wait=true", timeout=s.timeout)
     return took
 
 
