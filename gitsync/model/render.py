@@ -57,18 +57,12 @@ def render(myapp: Obj) -> Obj:
     name = _name(meta)
     spec = myapp.get("spec") or {}
     who = subject(KIND, meta.get("namespace", ""), name)
-    metadata: Obj = {
-        "name": name,
-        "labels": dict(
-            sorted(
-                {
-                    **selector_labels(name),
-                    MANAGED_BY_LABEL: MANAGED_BY,
-                    BUCKET_LABEL: str(bucket_of(meta.get("namespace", ""), name)),
-                }.items()
-            )
-        ),
+    labels = {
+        **selector_labels(name),
+        MANAGED_BY_LABEL: MANAGED_BY,
+        BUCKET_LABEL: str(bucket_of(meta.get("namespace", ""), name)),
     }
+    metadata: Obj = {"name": name, "labels": dict(sorted(labels.items()))}
     if meta.get("namespace"):
         metadata["namespace"] = meta["namespace"]
     if meta.get("uid"):
