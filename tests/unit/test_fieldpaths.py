@@ -144,3 +144,8 @@ def test_the_table_is_swept_when_it_reaches_its_mark(monkeypatch: pytest.MonkeyP
     assert len(fieldpaths._LINES) == before + 2
     assert lines_of(_node("two:\n  a: 2\n")) is two
     assert fieldpaths._sweep_at == fieldpaths._SWEEP_AT_LEAST
+    # past the least mark, the next is twice what the sweep left
+    monkeypatch.setattr(fieldpaths, "_SWEEP_AT_LEAST", 1)
+    monkeypatch.setattr(fieldpaths, "_sweep_at", 1)
+    lines_of(_node("three:\n  a: 3\n"))
+    assert fieldpaths._sweep_at == 2 * len(fieldpaths._LINES)
