@@ -84,7 +84,9 @@ def path_of_doc(doc: Doc, namespace: str) -> str:
 
 def create_or_update(kube: Kube, namespace: str, doc: Doc) -> None:
     """An InstallPlan step: created, or, when an earlier version's is there, updated to
-    this version's (its owners replaced)."""
+    this version's (its owners replaced; a ServiceAccount's merged, as OLM's step ensurer
+    merges them: the old CSV, until it is replaced, still requires its ServiceAccount to
+    be its own, and one owned by the new CSV alone fails it, at random under load)."""
     try:
         kube.create(path_of_doc(doc, namespace), doc)
     except APIConflictError:
@@ -95,6 +97,10 @@ def create_or_update(kube: Kube, namespace: str, doc: Doc) -> None:
             **doc["metadata"],
             "resourceVersion": live["metadata"]["resourceVersion"],
         }
+        if doc["kind"] == "ServiceAccount":
+            owners = list(live["metadata"].get("ownerReferences") or [])
+            new = doc["metadata"].get("ownerReferences") or []
+            body["metadata"]["ownerReferences"] = owners + [o for o in new if o not in owners]
         kube.request("PUT", path, body=body)
 
 
