@@ -661,11 +661,7 @@ def versus(kube: Kube, tmp: Path, s: Settings) -> Results:
         "flux_tuned_flags": " ".join(FLUX_TUNED_FLAGS),
         "runs_by_tool": per_tool,
         "summary": {t: summarize(rs) for t, rs in per_tool.items()},
-        "floor_rolled_out_s": {
-            "median": round(statistics.median(floors), 3),
-            "min": round(min(floors), 3),
-            "max": round(max(floors), 3),
-        },
+        "floor_rolled_out_s": _median_spread(floors),
     }
 
 
@@ -702,12 +698,12 @@ FIGURES: dict[str, Callable[[Results], float]] = {
 
 def summarize(runs: list[Results]) -> dict[str, dict[str, float]]:
     """Median and spread (min, max) of each figure over the runs."""
-    out: dict[str, dict[str, float]] = {}
-    for name, get in FIGURES.items():
-        values = [get(r) for r in runs]
-        out[name] = {
-            "median": round(statistics.median(values), 3),
-            "min": round(min(values), 3),
-            "max": round(max(values), 3),
-        }
-    return out
+    return {name: _median_spread([get(r) for r in runs]) for name, get in FIGURES.items()}
+
+
+def _median_spread(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+    }
