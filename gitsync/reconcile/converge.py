@@ -32,8 +32,18 @@ class Outcome:
     paths: tuple[str, ...] = ()
 
 
-def converge(applier: Writer, label: str, desired: Obj, live: Obj | None, p: Policy) -> Outcome:
-    return execute(applier, decide(label, desired, live, p))
+def converge(
+    applier: Writer,
+    label: str,
+    desired: Obj,
+    live: Obj | None,
+    p: Policy,
+    *,
+    source: object = None,
+) -> Outcome:
+    """``source``: what ``desired`` is made from, held unchanged by its owner
+    (:func:`gitsync.engine.planner.stamp_of`)."""
+    return execute(applier, decide(label, desired, live, p, source=source))
 
 
 def execute(applier: Writer, step: Step) -> Outcome:

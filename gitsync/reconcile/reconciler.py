@@ -375,7 +375,9 @@ class Reconciler:
         mp = policy_for(body, self.settings, suspendable=False)
         if verdict.frozen:
             mp = dataclasses.replace(mp, correct=False)
-        res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp)
+        # the ledger keeps Git's body unchanged until Git changes it
+        kept = git if held is None else None
+        res = converge(self.writer, f"{KIND}/{name}", body, myapp, mp, source=kept)
         if verdict.through_window and res.action != "unchanged" and res.live is not None:
             self._through_window(res.live, verdict)
         if res.corrected and myapp is not None:
@@ -421,7 +423,10 @@ class Reconciler:
         p = policy_for(myapp, self.settings)
         if frozen:
             p = dataclasses.replace(p, correct=False)
-        outcome = converge(self.writer, f"Deployment/{name}", desired, live, p)
+        # the cached MyApp is never changed (a write's reply is not kept: the cache holds
+        # a copy of it): the planner's memo keeps it rather than a copy of its rendering
+        kept = myapp if self.myapps.get(key) is myapp else None
+        outcome = converge(self.writer, f"Deployment/{name}", desired, live, p, source=kept)
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)
         self.announce.action(myapp, outcome)

@@ -524,6 +524,77 @@ def test_the_stamp_memo_is_emptied_when_full(monkeypatch: pytest.MonkeyPatch) ->
     assert set(planner._STAMPS) == {"Deployment/shop/c"}
 
 
+def counted_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """An empty memo, and the texts hashed from now on."""
+    monkeypatch.setattr(planner, "_STAMPS", {})
+    hashed: list[str] = []
+    real = planner._digest
+
+    def digest(text: str) -> str:
+        hashed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(planner, "_digest", digest)
+    return hashed
+
+
+def test_a_stamp_made_from_a_kept_source_is_known_by_it_and_no_copy_is_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    who = "Deployment/shop/web"
+    source = copy.deepcopy(APP)
+    expected = stamped(render(source))["metadata"]["annotations"][APPLIED_ANNOTATION]
+    hashed = counted_digests(monkeypatch)
+    first = stamp_of(who, render(source), source)
+    assert first == expected
+    assert planner._STAMPS[who][0] is source  # the source itself, not a copy of its rendering
+    assert stamp_of(who, render(source), source) == first
+    assert len(hashed) == 1  # the same source: known by it, not hashed again
+    # an equal source that is another object is hashed anew: its identity is all the memo
+    # knows of it
+    other = copy.deepcopy(source)
+    assert stamp_of(who, render(other), other) == first
+    assert len(hashed) == 2 and planner._STAMPS[who][0] is other
+    # without a source, desired is known by ==, and the memo holds a copy of it
+    body = render(other)
+    assert stamp_of(who, body, None) == first
+    assert len(hashed) == 3
+    assert planner._STAMPS[who][0] == body and planner._STAMPS[who][0] is not body
+    assert stamp_of(who, render(other)) == first
+    assert len(hashed) == 3
+
+
+def test_a_planned_myapp_and_its_deployment_are_remembered_by_what_they_are_made_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted_digests(monkeypatch)
+    git = copy.deepcopy(APP)
+    live_app = applied(git)
+    live_dep = applied(render(live_app))
+    app, deployment = plan_app(git, live_app, live_dep, Settings())
+    assert app.action == deployment.action == "unchanged"
+    # Git's body and the live MyApp the Deployment is rendered from, as they are
+    assert planner._STAMPS["MyApp/shop/web"][0] is git
+    assert planner._STAMPS["Deployment/shop/web"][0] is live_app
+    # a change of the MyApp: the Deployment is rendered from the MyApp after the write,
+    # made anew by each plan, so the memo keeps a copy of its rendering
+    moved = {**git, "spec": {**git["spec"], "replicas": 3}}
+    app, deployment = plan_app(moved, live_app, live_dep, Settings())
+    assert app.action == deployment.action == "configured"
+    assert planner._STAMPS["MyApp/shop/web"][0] is moved
+    kept = planner._STAMPS["Deployment/shop/web"][0]
+    assert isinstance(kept, dict) and kept["kind"] == "Deployment"
+    assert kept["spec"]["replicas"] == 3
+    # a spec a rollback holds to is made anew by each plan: the memo keeps a copy of it
+    broken = {**git, "spec": {"image": "nginx:broken", "replicas": 1}}
+    live_app = rolled_back_from(broken["spec"], APP["spec"])
+    app, _ = plan_app(broken, live_app, live_dep, Settings())
+    assert app.hold == "rollback"
+    kept = planner._STAMPS["MyApp/shop/web"][0]
+    assert kept is not broken and isinstance(kept, dict)
+    assert kept["spec"] == APP["spec"]
+
+
 def test_an_object_without_a_namespace_is_named_without_one() -> None:
     desired = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}
     assert decide("Namespace/shop", desired, None, policy()).subject == "Namespace/shop"
