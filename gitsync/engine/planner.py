@@ -42,7 +42,7 @@ from gitsync.model.api import (
 )
 from gitsync.model.compact import SHARED
 from gitsync.model.order import Wait
-from gitsync.model.render import render
+from gitsync.model.render import inputs, render
 from gitsync.model.rollout import RollbackPolicy
 
 Decision = Literal["created", "configured", "unchanged"]
@@ -193,21 +193,27 @@ def stamp_of(who: str, desired: Obj, source: object = None) -> str:
     ~0.5 µs where hashing it costs ~25 µs. A memo, so thread-safe enough: a race
     costs one hash more.
 
-    ``source``: an object that ``desired`` is made from alone and that nobody changes
-    (the cached MyApp a Deployment is rendered from; the ledger's body of a MyApp,
-    ``desired`` itself). The memo then holds it, which costs nothing (its owner holds it
-    too), and a later ``desired`` made from that very object has the same stamp (held, its
-    identity is not reused). Without one, the memo holds a copy of ``desired`` (the
-    caller's body may change later), compacted: it shares its nodes with the live
-    object's in the caches, but its top two levels are its own, about 0.7 KiB an object."""
+    ``source``: what ``desired`` is made from, held unchanged by its owner: equal
+    sources make equal desired states (a MyApp's :func:`~gitsync.model.render.inputs`
+    for its Deployment; the ledger's body of a MyApp, ``desired`` itself). The memo
+    holds the one given last, which costs nothing (its owner holds it too), and compares
+    it by ``==``: one identity check per part it shares with the source held. Without
+    one, the memo holds a copy of ``desired`` (the caller's body may change later),
+    compacted: it shares its nodes with the live object's in the caches, but its top
+    two levels are its own, about 0.7 KiB an object."""
+    known = desired if source is None else source
     hit = _STAMPS.get(who)
-    if hit is not None and (hit[0] is source if source is not None else hit[0] == desired):
+    if hit is not None and hit[0] == known:
+        if source is not None and hit[0] is not source:
+            # the source given last is held: a copy (remembered without one) can go, and
+            # so can an older version's parts
+            _STAMPS[who] = (source, hit[1])
         return hit[1]
     text = _text(desired)
     digest = _digest(text)
     if len(_STAMPS) >= _STAMPS_MAX:
         _STAMPS.clear()  # objects long gone would otherwise stay forever
-    _STAMPS[who] = (source if source is not None else SHARED.compact(desired), digest)
+    _STAMPS[who] = (SHARED.compact(desired) if source is None else source, digest)
     return digest
 
 
@@ -356,7 +362,7 @@ def plan_app(
     future = after(app)
     p = _frozen(policy_for(future, s), frozen)
     # rendered from the live MyApp as it is (no write to it): its stamp is known by it
-    source = future if future is live_app else None
+    source = inputs(future) if future is live_app else None
     dep = decide(f"Deployment/{name}", render(future), live_dep, p, source=source)
     return app, dep
 

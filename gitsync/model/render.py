@@ -47,11 +47,21 @@ def selector_labels(name: str) -> dict[str, str]:
     return {INSTANCE_LABEL: name, NAME_LABEL: name}
 
 
+def inputs(myapp: Obj) -> tuple[object, ...]:
+    """What :func:`render` reads of a MyApp: MyApps with equal inputs render equal
+    Deployments. Parts of ``myapp`` itself, not copies: a cached MyApp's next version
+    holds the same spec (:mod:`gitsync.model.compact`), so holding them costs nothing,
+    and comparing them is one identity check each."""
+    meta = myapp.get("metadata") or {}
+    return (meta.get("name"), meta.get("namespace"), meta.get("uid"), myapp.get("spec"))
+
+
 def render(myapp: Obj) -> Obj:
     """The Deployment for a live MyApp, as an SSA apply body.
 
     ``ownerReferences`` needs ``metadata.uid``; a MyApp not yet created (a preview)
-    renders without it, and such a body must not be applied.
+    renders without it, and such a body must not be applied. It reads what
+    :func:`inputs` names, and nothing else.
     """
     meta = myapp.get("metadata") or {}
     name = _name(meta)

@@ -40,6 +40,7 @@ from gitsync.model import myapp_status as statuslib
 from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
+from gitsync.model.render import inputs as render_inputs
 from gitsync.model.render import render
 from gitsync.model.window import IGNORE_FLAG, OVERRIDE_ANNOTATION
 from gitsync.reconcile.announce import Announcer
@@ -423,14 +424,24 @@ class Reconciler:
         p = policy_for(myapp, self.settings)
         if frozen:
             p = dataclasses.replace(p, correct=False)
-        # the cached MyApp is never changed (a write's reply is not kept: the cache holds
-        # a copy of it): the planner's memo keeps it rather than a copy of its rendering
-        kept = myapp if self.myapps.get(key) is myapp else None
-        outcome = converge(self.writer, f"Deployment/{name}", desired, live, p, source=kept)
+        outcome = converge(
+            self.writer, f"Deployment/{name}", desired, live, p, source=self._inputs(key, myapp)
+        )
         if outcome.live is not None and outcome.action != "unchanged":
             self.deployments.observe(outcome.live)
         self.announce.action(myapp, outcome)
         return outcome
+
+    def _inputs(self, key: str, myapp: Obj) -> tuple[object, ...] | None:
+        """What ``myapp``'s Deployment is rendered from, as the cache holds it, for the
+        planner's memo to keep rather than a copy of the rendering (a write's reply is
+        not kept: the cache holds a compacted copy of it); None if the cache holds other
+        inputs (a newer spec), or none."""
+        cached = self.myapps.get(key)
+        if cached is None:
+            return None
+        held = render_inputs(cached)
+        return held if held == render_inputs(myapp) else None
 
     def _write_status(
         self,

@@ -16,7 +16,7 @@ from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import subject
-from gitsync.model.render import render
+from gitsync.model.render import inputs, render
 from gitsync.reconcile.controller import Controller
 from gitsync.source.checkout import GitSource, open_source
 from gitsync.source.gitenv import Credentials
@@ -445,31 +445,39 @@ def test_the_planner_remembers_stamps_by_what_it_holds_anyway_not_by_copies(
     kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
 ) -> None:
     # each object's stamp is remembered with what its desired state is made from: the
-    # ledger's body of the MyApp, and the cached MyApp its Deployment is rendered from
-    # (a copy of either desired state would cost about 0.7 KiB an object)
+    # ledger's body of the MyApp, and the parts of the cached MyApp its Deployment is
+    # rendered from (a copy of either desired state would cost about 0.7 KiB an object)
     upstream.commit({"apps/a.yaml": app_yaml(namespace, "a")})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
     assert s.run().ok
-    wait_until(lambda: available(kube, namespace, "a", 1), timeout=60, what="a Available")
     key = f"{namespace}/a"
 
-    def remembered(kind: str) -> object:
+    def remembered(kind: str) -> Any:
         return planner._STAMPS[subject(kind, namespace, "a")][0]
 
-    def settled() -> bool:
-        # a pass after the last status write: nothing is written, and the Deployment is
-        # rendered from the MyApp the cache holds
-        assert s.run().ok
-        return remembered("Deployment") is controller.myapps.get(key)
+    # rendered from the create's reply, remembered by the cache's copy of its spec
+    cached = controller.myapps.get(key)
+    assert cached is not None and remembered("Deployment")[3] is cached["spec"]
+    wait_until(lambda: available(kube, namespace, "a", 1), timeout=60, what="a Available")
 
-    wait_until(settled, timeout=30, what="the cached MyApp remembered")
+    def held() -> bool:
+        # the Deployment was last rendered before the status write that made the MyApp
+        # Available; the cache's new version holds the very spec it was rendered from
+        cached = controller.myapps.get(key)
+        kept = remembered("Deployment")
+        return cached is not None and kept == inputs(cached) and kept[3] is cached["spec"]
+
+    wait_until(held, timeout=30, what="the cached MyApp's spec remembered")
+    assert s.run().ok  # a pass that writes nothing
+    assert held()
     record = controller.ledger.get(key)
     assert record is not None and record.declared is not None
     assert remembered("MyApp") is record.declared.body
     # the rendered label maps come in the server's order: a rendering the memo keeps as
-    # a compacted copy (one from a write's reply) shares them with the live Deployment
-    held = get(kube, "Deployment", namespace, "a")
-    assert held is not None
+    # a compacted copy (a changed MyApp's, planned before its write) shares them with the
+    # live Deployment
+    live = get(kube, "Deployment", namespace, "a")
+    assert live is not None
     desired = render(controller.myapps.get(key) or {})
     labels = (
         ("metadata", "labels"),
@@ -477,7 +485,7 @@ def test_the_planner_remembers_stamps_by_what_it_holds_anyway_not_by_copies(
         ("spec", "template", "metadata", "labels"),
     )
     for path in labels:
-        assert list(dig(held, path)) == list(dig(desired, path)), path
+        assert list(dig(live, path)) == list(dig(desired, path)), path
 
 
 def dig(obj: Any, path: tuple[str, ...]) -> Any:

@@ -30,7 +30,7 @@ from gitsync.engine.planner import (
 )
 from gitsync.model import rollout
 from gitsync.model.api import APPLIED_ANNOTATION, Obj
-from gitsync.model.render import render
+from gitsync.model.render import inputs, render
 
 POLICY = Policy(correct=True, suspended=False, force_managers=("kubectl",), field_manager="gitsync")
 
@@ -538,30 +538,46 @@ def counted_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return hashed
 
 
-def test_a_stamp_made_from_a_kept_source_is_known_by_it_and_no_copy_is_held(
+def test_a_stamp_made_from_a_source_is_known_by_it_and_no_copy_is_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     who = "Deployment/shop/web"
-    source = copy.deepcopy(APP)
-    expected = stamped(render(source))["metadata"]["annotations"][APPLIED_ANNOTATION]
+    app = copy.deepcopy(APP)
+    expected = stamped(render(app))["metadata"]["annotations"][APPLIED_ANNOTATION]
     hashed = counted_digests(monkeypatch)
-    first = stamp_of(who, render(source), source)
-    assert first == expected
+    source = inputs(app)
+    assert stamp_of(who, render(app), source) == expected
     assert planner._STAMPS[who][0] is source  # the source itself, not a copy of its rendering
-    assert stamp_of(who, render(source), source) == first
-    assert len(hashed) == 1  # the same source: known by it, not hashed again
-    # an equal source that is another object is hashed anew: its identity is all the memo
-    # knows of it
-    other = copy.deepcopy(source)
-    assert stamp_of(who, render(other), other) == first
-    assert len(hashed) == 2 and planner._STAMPS[who][0] is other
+    assert stamp_of(who, render(app), inputs(app)) == expected
+    assert len(hashed) == 1  # equal inputs: known by them, not hashed again
+    # a later version of the MyApp that shares its spec (as a cached one does): known,
+    # and its parts held from now on
+    later = {**app, "metadata": {**app["metadata"], "resourceVersion": "2"}}
+    assert stamp_of(who, render(later), inputs(later)) == expected
+    assert len(hashed) == 1 and planner._STAMPS[who][0] == inputs(later)
+    # other inputs: another stamp, hashed
+    moved = {**app, "spec": {**app["spec"], "replicas": 3}}
+    other = stamp_of(who, render(moved), inputs(moved))
+    assert other != expected and len(hashed) == 2
+    recreated = {**app, "metadata": {**app["metadata"], "uid": "u-2"}}
+    assert stamp_of(who, render(recreated), inputs(recreated)) not in (expected, other)
+    assert len(hashed) == 3
     # without a source, desired is known by ==, and the memo holds a copy of it
-    body = render(other)
-    assert stamp_of(who, body, None) == first
-    assert len(hashed) == 3
+    body = render(app)
+    assert stamp_of(who, body) == expected
+    assert len(hashed) == 4
     assert planner._STAMPS[who][0] == body and planner._STAMPS[who][0] is not body
-    assert stamp_of(who, render(other)) == first
-    assert len(hashed) == 3
+    assert stamp_of(who, render(app)) == expected
+    assert len(hashed) == 4
+    # then given a source: known, and the copy gives way to it
+    source = inputs(app)
+    assert stamp_of(who, render(app), source) == expected
+    assert len(hashed) == 5  # a dict is not the inputs' tuple
+    myapp_body = copy.deepcopy(APP)
+    assert stamp_of("MyApp/shop/web", myapp_body) == stamp_of(
+        "MyApp/shop/web", myapp_body, myapp_body
+    )
+    assert len(hashed) == 6 and planner._STAMPS["MyApp/shop/web"][0] is myapp_body
 
 
 def test_a_planned_myapp_and_its_deployment_are_remembered_by_what_they_are_made_from(
@@ -571,11 +587,14 @@ def test_a_planned_myapp_and_its_deployment_are_remembered_by_what_they_are_made
     git = copy.deepcopy(APP)
     live_app = applied(git)
     live_dep = applied(render(live_app))
+    assert not pending(git, live_app)  # as the gate asks first: the memo holds a copy
     app, deployment = plan_app(git, live_app, live_dep, Settings())
     assert app.action == deployment.action == "unchanged"
-    # Git's body and the live MyApp the Deployment is rendered from, as they are
+    # Git's body, and what the Deployment is rendered from: parts of the live MyApp
     assert planner._STAMPS["MyApp/shop/web"][0] is git
-    assert planner._STAMPS["Deployment/shop/web"][0] is live_app
+    kept = planner._STAMPS["Deployment/shop/web"][0]
+    assert kept == inputs(live_app) and isinstance(kept, tuple)
+    assert kept[3] is live_app["spec"]
     # a change of the MyApp: the Deployment is rendered from the MyApp after the write,
     # made anew by each plan, so the memo keeps a copy of its rendering
     moved = {**git, "spec": {**git["spec"], "replicas": 3}}

@@ -309,3 +309,32 @@ def test_a_myapp_with_a_status_is_not_held_back(world: World) -> None:
     result = world.r.reconcile(KEY, declared(myapp(), "main@sha1:def"))
     assert result.requeue_after is None and not world.r.ledger.awaiting_status()
     assert world.status()["source"]["revision"] == "main@sha1:def"
+
+
+def test_a_deployment_is_remembered_by_the_cached_myapps_inputs_when_they_rendered_it(
+    world: World,
+) -> None:
+    from gitsync.engine import planner
+    from gitsync.model.api import APPLIED_ANNOTATION
+    from gitsync.model.render import inputs, render
+
+    world.add(myapp())
+    world.r.reconcile(KEY)
+    world.r.reconcile(KEY)
+    began = world.myapps.objects[KEY]
+    kept = planner._STAMPS["Deployment/shop/web"][0]
+    assert kept == inputs(began) and kept[3] is began["spec"]
+    # the cache moves on (a newer spec) while a reconcile renders the version it began
+    # with: the memo must not take the newer inputs for what was rendered
+    world.add(myapp(replicas=5))
+    world.r._converge_deployment(KEY, began, False)
+    assert planner._STAMPS["Deployment/shop/web"][0] != inputs(world.myapps.objects[KEY])
+    world.r.reconcile(KEY)
+    stamp = world.cluster.store[DEPLOYMENT]["metadata"]["annotations"][APPLIED_ANNOTATION]
+    assert (
+        stamp
+        == planner.stamped(render(world.myapps.objects[KEY]))["metadata"]["annotations"][
+            APPLIED_ANNOTATION
+        ]
+    )
+    assert world.cluster.store[DEPLOYMENT]["spec"]["replicas"] == 5

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gitsync.model.api import Obj
-from gitsync.model.render import desired_myapp, render, selector_labels
+from gitsync.model.render import desired_myapp, inputs, render, selector_labels
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
 LABELS = {
@@ -147,6 +147,31 @@ def test_selector_never_follows_mutable_fields() -> None:
     assert after["spec"]["selector"] == before["spec"]["selector"]
     assert after["spec"]["selector"] == {"matchLabels": selector_labels("web")}
     assert after["spec"]["template"]["metadata"]["labels"] == selector_labels("web")
+
+
+def test_render_reads_its_inputs_and_nothing_else() -> None:
+    # the planner knows a Deployment's stamp by its MyApp's inputs: a field render read
+    # that inputs left out would leave a changed Deployment with a stale stamp
+    app = myapp(replicas=2, port=80)
+    assert inputs(app) == ("web", "shop", UID, app["spec"])
+    assert inputs(app)[3] is app["spec"]  # the MyApp's own spec, not a copy
+    others = copy.deepcopy(app)
+    others["metadata"].update(
+        labels={"team": "other"},
+        annotations={"note": "x"},
+        resourceVersion="9",
+        generation=7,
+        managedFields=[{"manager": "kubectl", "operation": "Update"}],
+    )
+    others["status"] = {"phase": "Failed"}
+    others["kind"] = "Other"
+    assert inputs(others) == inputs(app) and render(others) == render(app)
+    for part, value in (("name", "api"), ("namespace", "other"), ("uid", "u-2")):
+        moved = {**app, "metadata": {**app["metadata"], part: value}}
+        assert inputs(moved) != inputs(app) and render(moved) != render(app), part
+    respec: Obj = copy.deepcopy(app)
+    respec["spec"]["port"] = 81
+    assert inputs(respec) != inputs(app) and render(respec) != render(app)
 
 
 def test_render_does_not_mutate_its_input() -> None:
