@@ -361,7 +361,8 @@ def plan_app(
         return app, dataclasses.replace(app, subject=f"Deployment/{app.subject.split('/', 1)[1]}")
     future = after(app)
     p = _frozen(policy_for(future, s), frozen)
-    # rendered from the live MyApp as it is (no write to it): its stamp is known by it
+    # rendered from the live MyApp as it is (no write to it): its stamp is known by what
+    # render reads of it
     source = inputs(future) if future is live_app else None
     dep = decide(f"Deployment/{name}", render(future), live_dep, p, source=source)
     return app, dep

@@ -50,8 +50,8 @@ def selector_labels(name: str) -> dict[str, str]:
 def inputs(myapp: Obj) -> tuple[object, ...]:
     """What :func:`render` reads of a MyApp: MyApps with equal inputs render equal
     Deployments. Parts of ``myapp`` itself, not copies: a cached MyApp's next version
-    holds the same spec (:mod:`gitsync.model.compact`), so holding them costs nothing,
-    and comparing them is one identity check each."""
+    holds the same spec dict (:mod:`gitsync.model.compact`), so holding them costs
+    nothing, and comparing the spec with its next version's is one identity check."""
     meta = myapp.get("metadata") or {}
     return (meta.get("name"), meta.get("namespace"), meta.get("uid"), myapp.get("spec"))
 
