@@ -204,7 +204,7 @@ def stamp_of(who: str, desired: Obj, source: object = None) -> str:
     known = desired if source is None else source
     hit = _STAMPS.get(who)
     if hit is not None and hit[0] == known:
-        if source is not None and hit[0] is not source:
+        if source is not None:
             # the source given last is held: a copy (remembered without one) can go, and
             # so can an older version's parts
             _STAMPS[who] = (source, hit[1])

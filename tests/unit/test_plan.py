@@ -568,7 +568,7 @@ def test_a_stamp_made_from_a_source_is_known_by_it_and_no_copy_is_held(
     assert len(hashed) == 4
     assert planner._STAMPS[who][0] == body and planner._STAMPS[who][0] is not body
     assert stamp_of(who, render(app)) == expected
-    assert len(hashed) == 4
+    assert len(hashed) == 4 and planner._STAMPS[who][0] == body  # the copy stays
     # then given a source: known, and the copy gives way to it
     source = inputs(app)
     assert stamp_of(who, render(app), source) == expected

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from gitsync.model.api import Obj
+from gitsync.model.api import BUCKET_LABEL, Obj
 from gitsync.model.render import desired_myapp, inputs, render, selector_labels
+from gitsync.model.shards import bucket_of
 
 UID = "6f1c2a7e-2b7a-4d8e-9c41-0a6c9b1f2d3e"
 LABELS = {
@@ -138,7 +139,13 @@ def test_render_without_uid_has_no_owner_reference() -> None:
 def test_render_cluster_scoped_input_has_no_namespace() -> None:
     app = myapp()
     del app["metadata"]["namespace"]
-    assert "namespace" not in render(app)["metadata"]
+    rendered = render(app)
+    assert "namespace" not in rendered["metadata"]
+    assert rendered["metadata"]["labels"][BUCKET_LABEL] == str(bucket_of("", "web"))
+    del app["metadata"]["uid"]
+    app["spec"]["replicas"] = "three"
+    with pytest.raises(ValueError, match=r"^MyApp/web: spec.replicas"):
+        render(app)
 
 
 def test_selector_never_follows_mutable_fields() -> None:
