@@ -41,8 +41,9 @@ def selector_labels(name: str) -> dict[str, str]:
     """The Deployment selector: derived from the name only, since selectors are immutable.
 
     Its keys in the order the API server returns a map's (sorted), as every label map
-    :func:`render` builds: the desired state the planner remembers then shares its
-    label maps with the live Deployment's in the caches (:mod:`gitsync.model.compact`
+    :func:`render` builds: a rendering the planner keeps a copy of (where nothing else
+    holds what it was made from, :func:`gitsync.engine.planner.stamp_of`) then shares
+    its label maps with the live Deployment's in the caches (:mod:`gitsync.model.compact`
     shares equal nodes only when their keys come in the same order)."""
     return {INSTANCE_LABEL: name, NAME_LABEL: name}
 
