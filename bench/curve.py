@@ -12,7 +12,8 @@ At each N (GITSYNC_BENCH_CURVE, default 100,1000,5000,10000,20000):
 - a ``gitsync run`` daemon started on the synced cluster: start to ready (caches synced
   and the first pass done: ``/readyz``), its RSS (per MyApp: above an idle daemon's,
   measured first), and webhook push → applied with 1 % of the MyApps changed by one
-  commit (p50 of 5).
+  commit (p50 of 5); then, the daemon stopped, the same changes' floor (bench/floor.py:
+  a bare client's two applies per changed MyApp, p50 of 5) timed to the same end.
 
 Replicas are 1 up to 5000 MyApps and 0 above (GITSYNC_BENCH_CURVE_PODS_UP_TO): on 2
 cores the control plane needs most of an hour to create and keep 20,000 ReplicaSets
@@ -57,7 +58,7 @@ from bench.common import (
 )
 from gitsync.daemon.heap import Heap
 from gitsync.gitops.sync import Syncer, SyncOptions
-from gitsync.kube.client import Kube, path_of
+from gitsync.kube.client import Kube
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source.checkout import open_source
 from testenv import cluster
@@ -199,19 +200,32 @@ def _daemon(kube: Kube, tmp: Path, n: int, ns: str, url: str, work: Path, replic
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)
+    # the same changes' floor, once the daemon is gone (it would take them back to Git)
+    names = _spread(n, changed)
+    floor = [
+        floorlib.push_once(kube, ns, names, f"nginx:1.{140 + i}", FLOOR_WORKERS, replicas)
+        for i in range(PUSHES)
+    ]
+    hook, fl = percentiles(pushes), percentiles(floor)
     return {
         "start_to_ready_s": round(ready_s, 2),
         "rss_mib": round(rss, 1),
         "push_changed": changed,
-        "webhook_push_to_applied_s": percentiles(pushes),
+        "webhook_push_to_applied_s": hook,
+        "push_floor_s": fl,
+        "push_ratio_to_floor": round(hook["p50"] / fl["p50"], 2),
     }
+
+
+def _spread(n: int, k: int) -> list[str]:
+    """``k`` of the n MyApps, spread over the repository."""
+    return [f"app-{j:04d}" for j in range(0, n, max(1, n // k))][:k]
 
 
 def _push(kube: Kube, work: Path, ns: str, n: int, k: int, i: int, port: int, rep: int) -> float:
     """One commit changing the image of ``k`` MyApps spread over the repository, pushed,
     announced by a webhook; seconds until every one's Deployment has the new image."""
-    step = max(1, n // k)
-    names = [f"app-{j:04d}" for j in range(0, n, step)][:k]
+    names = _spread(n, k)
     image = f"nginx:1.{40 + i}"
     for name in names:
         (work / "apps" / f"{name}.yaml").write_text(app_yaml(ns, name, image, replicas=rep))
@@ -222,22 +236,8 @@ def _push(kube: Kube, work: Path, ns: str, n: int, k: int, i: int, port: int, re
     sig = "sha256=" + hmac.new(b"bench-secret", body, hashlib.sha256).hexdigest()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST")
     req.add_header("X-Hub-Signature-256", sig)
-    # watched from the server's current version, not polled: 16 threads of GETs every
-    # 20 ms would load the API server the figure measures
-    deps = path_of("Deployment", ns)
-    rv = kube.list(deps, params={"limit": 1})["metadata"]["resourceVersion"]
-    start = time.perf_counter()
-    urllib.request.urlopen(req, timeout=10).close()
-    left = set(names)
-    params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": 600}
-    for event in kube.stream(deps, params=params, read_timeout=660):
-        obj = event.get("object") or {}
-        name = str((obj.get("metadata") or {}).get("name"))
-        if name in left and obj["spec"]["template"]["spec"]["containers"][0]["image"] == image:
-            left.discard(name)
-            if not left:
-                return time.perf_counter() - start
-    raise TimeoutError(f"{len(left)} of {k} MyApps not applied in 600 s")
+    send = lambda: urllib.request.urlopen(req, timeout=10).close()  # noqa: E731
+    return floorlib.until_applied(kube, ns, names, image, send)
 
 
 def at(tmp: Path, n: int, idle_mib: float, fresh: Callable[[], Kube] = fresh) -> Results:

@@ -12,13 +12,19 @@ Deployment created and every MyApp's status written (``status.observedGeneration
 present), as its own caches see it. Rollout (Pods, Available) is not in either; the
 status write gitsync holds back for the deployment controller's first word is, and is
 listed with every request gitsync sends beyond the floor's 3 per MyApp.
+
+A pushed change has a floor too (:func:`push_once`): per changed MyApp, the apply of its
+new spec and then of its Deployment, from 64 threads, timed as the curve times gitsync's
+webhook push (:func:`until_applied`: every changed Deployment seen with the new image).
+The deployment controller's answers to the new templates (a ReplicaSet each, status
+writes) load the server in both.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +76,53 @@ def floor(kube: Kube, n: int) -> Results:
     by_workers = {w: round(floor_once(kube, n, w), 2) for w in WORKERS}
     best = min(by_workers, key=lambda w: by_workers[w])
     return {"s": by_workers[best], "workers": best, "by_workers": by_workers}
+
+
+def until_applied(
+    kube: Kube, ns: str, names: list[str], image: str, send: Callable[[], None]
+) -> float:
+    """Seconds from ``send()`` until every Deployment ``names`` in ``ns`` has ``image``:
+    watched from the server's version before it, not polled (threads of GETs would load
+    the API server the figure measures)."""
+    deps = path_of("Deployment", ns)
+    rv = kube.list(deps, params={"limit": 1})["metadata"]["resourceVersion"]
+    start = time.perf_counter()
+    send()
+    left = set(names)
+    params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": 600}
+    for event in kube.stream(deps, params=params, read_timeout=660):
+        obj = event.get("object") or {}
+        name = str((obj.get("metadata") or {}).get("name"))
+        if name in left and obj["spec"]["template"]["spec"]["containers"][0]["image"] == image:
+            left.discard(name)
+            if not left:
+                return time.perf_counter() - start
+    raise TimeoutError(f"{len(left)} of {len(names)} Deployments without {image} in 600 s")
+
+
+def _changed(kube: Kube, ns: str, name: str, image: str, replicas: int) -> None:
+    body = yaml.safe_load(app_yaml(ns, name, image, replicas=replicas))
+    applied = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
+    deployment = render(applied)
+    kube.apply(path_of("Deployment", ns, name), deployment, field_manager=MANAGER, force=True)
+
+
+def push_once(
+    kube: Kube, ns: str, names: list[str], image: str, workers: int, replicas: int = 1
+) -> float:
+    """The floor of a pushed change of the MyApps ``names`` (already in ``ns``) to
+    ``image``: seconds until every one's Deployment has it, ``workers`` threads each
+    sending one MyApp's two applies in order."""
+    with ThreadPoolExecutor(workers) as pool:
+        sent: list[Future[None]] = []
+
+        def send() -> None:
+            sent.extend(pool.submit(_changed, kube, ns, name, image, replicas) for name in names)
+
+        took = until_applied(kube, ns, names, image, send)
+        for f in sent:
+            f.result()  # a refused write is an error, not a fast floor
+    return took
 
 
 def written(c: Controller, n: int) -> Callable[[], bool]:

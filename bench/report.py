@@ -284,8 +284,9 @@ def curve_table(curve: Results) -> list[str]:
         "| N | replicas | floor (s) | cold, every write accepted (s) | ratio (≤ 1.25) "
         "| rolled out (s) | cold CPU per MyApp (ms) | no-op resync (s) | its CPU per MyApp (ms) "
         "| its writes | diff (s) | push → applied, 1 % changed, p50 (s) (< 1) "
+        "| its floor p50 (s) | ratio "
         "| drift in status p50 (s) | start to ready (s) | RSS (MiB) | RSS per MyApp (KiB) |",
-        "|" + "---|" * 16,
+        "|" + "---|" * 18,
     ]
     for n, r in sorted(_sizes_of(curve), key=lambda kv: int(kv[0])):
         noop_writes = sum(
@@ -293,11 +294,15 @@ def curve_table(curve: Results) -> list[str]:
         )
         d, per = r["daemon"], r["per_myapp"]
         push = d["webhook_push_to_applied_s"]
+        # (sizes measured before the push's floor was part of the curve have none)
+        push_floor = (d.get("push_floor_s") or {}).get("p50", "?")
         rows.append(
             f"| {n} | {r['replicas']} | {r['floor']['s']} | {r['cold']['written_s']} "
             f"| {r['ratio_to_floor']} | {r['cold']['rolled_out_s']} | {per['cold_cpu_ms']} "
             f"| {r['noop']['s']} | {per['noop_cpu_ms']} | {noop_writes} | {r['diff']['s']} "
-            f"| {push['p50']} ({d['push_changed']} MyApps) | {r['drift_in_status_s']['p50']} "
+            f"| {push['p50']} ({d['push_changed']} MyApps) "
+            f"| {push_floor} | {d.get('push_ratio_to_floor', '?')} "
+            f"| {r['drift_in_status_s']['p50']} "
             f"| {d['start_to_ready_s']} | {d['rss_mib']} | {per['rss_kib']} |"
         )
     return rows

@@ -113,7 +113,8 @@ def test_the_floor_and_the_daemons_memory_are_measured(
 
 def test_the_curve_measures_every_figure_at_one_size(kube: Kube, crd: str, tmp_path: Path) -> None:
     """One size of the curve, on the tests' control plane (``make bench`` starts a fresh
-    one for each step): a push changing one MyApp of 10 reaches its Deployment."""
+    one for each step): a push changing one MyApp of 10 reaches its Deployment, and so
+    does the same change's floor, written by a bare client once the daemon is gone."""
     r = curvelib.at(tmp_path, 10, 50.0, fresh=lambda: kube)
     assert r["cold"]["written_s"] >= r["cold"]["pass_s"] > 0 and r["floor"]["s"] > 0
     assert r["cold"]["summary"].startswith("10 created")
@@ -121,8 +122,23 @@ def test_the_curve_measures_every_figure_at_one_size(kube: Kube, crd: str, tmp_p
     assert r["diff"]["exit"] == 0 and r["daemon"]["push_changed"] == 1
     assert r["daemon"]["webhook_push_to_applied_s"]["p50"] > 0
     assert r["daemon"]["start_to_ready_s"] > 0 and r["daemon"]["rss_mib"] > 10
+    push_floor = r["daemon"]["push_floor_s"]
+    assert push_floor["p50"] > 0
+    assert r["daemon"]["push_ratio_to_floor"] == round(
+        r["daemon"]["webhook_push_to_applied_s"]["p50"] / push_floor["p50"], 2
+    )
+    # the floor's last change is what the server holds, written by the floor's manager
+    # (the daemon stopped first: it would have taken the MyApp back to Git)
+    myapp = kube.get(path_of("MyApp", "curve", "app-0000"))
     deployment = kube.get(path_of("Deployment", "curve", "app-0000"))
-    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == f"nginx:1.{40 + curvelib.PUSHES - 1}"  # the last push's
+    image = f"nginx:1.{140 + curvelib.PUSHES - 1}"
+    assert myapp["spec"]["image"] == image
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    owners = {
+        m["manager"]
+        for m in myapp["metadata"]["managedFields"]
+        if "f:spec" in m.get("fieldsV1", {})
+    }
+    assert floorlib.MANAGER in owners
     text = report.markdown({"n": 10, "smoke": True, "curve": {"idle_rss_mib": 50.0, "10": r}})
     assert "The curve" in text and "| 10 | 1 |" in text

@@ -194,3 +194,37 @@ def test_the_repository_is_split_so_that_every_tenth_touches_every_directory(
         tenth = versus._tenth(repo, offset)
         assert {dirs[a] for a in tenth} == set(dirs.values())  # each directory keeps the rest
     assert all(sum(1 for d in dirs.values() if d == f"s{k}") == 100 for k in range(10))
+
+
+def _size(push_floor: dict[str, Any] | None) -> dict[str, Any]:
+    daemon: dict[str, Any] = {
+        "start_to_ready_s": 1.5,
+        "rss_mib": 80.0,
+        "push_changed": 10,
+        "webhook_push_to_applied_s": {"p50": 0.6, "p99": 0.7, "max": 0.7},
+    }
+    if push_floor is not None:
+        daemon |= {"push_floor_s": push_floor, "push_ratio_to_floor": 1.5}
+    return {
+        "replicas": 1,
+        "floor": {"s": 8.0},
+        "cold": {"written_s": 11.0, "rolled_out_s": 20.0},
+        "ratio_to_floor": 1.38,
+        "noop": {"s": 0.2, "server_requests": {"LIST": 1, "APPLY": 0}},
+        "diff": {"s": 1.3},
+        "drift_in_status_s": {"p50": 0.03},
+        "daemon": daemon,
+        "per_myapp": {"cold_cpu_ms": 4.0, "noop_cpu_ms": 0.2, "rss_kib": 20.0},
+    }
+
+
+def test_the_curve_sets_each_push_beside_its_floor_and_says_when_a_size_has_none() -> None:
+    curve = {
+        "idle_rss_mib": 57.0,
+        "1000": _size({"p50": 0.4, "p99": 0.5, "max": 0.5}),
+        "5000": _size(None),  # measured before the push's floor was part of the curve
+    }
+    rows = report.curve_table(curve)
+    assert rows[2].count("|") == rows[4].count("|") == rows[3].count("|")
+    assert "| 0.6 (10 MyApps) | 0.4 | 1.5 | 0.03 |" in rows[4]
+    assert "| 0.6 (10 MyApps) | ? | ? | 0.03 |" in rows[5]
