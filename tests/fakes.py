@@ -126,6 +126,9 @@ class FakeCluster:
         new: Obj = merged(old or {}, body)
         meta = new.setdefault("metadata", {})
         meta["uid"] = (old or {}).get("metadata", {}).get("uid") or f"uid-{next(self._uid)}"
+        # as the API server: a write that changes the spec makes a new generation
+        seen = int((old or {}).get("metadata", {}).get("generation") or 0)
+        meta["generation"] = seen + 1 if not old or new.get("spec") != old.get("spec") else seen
         if dry_run:
             meta["resourceVersion"] = (old or {}).get("metadata", {}).get("resourceVersion", "")
             return new

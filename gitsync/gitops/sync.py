@@ -383,15 +383,16 @@ class Syncer:
             app.key: self._declared_of(app, infos.get(app.key, info), claim) for app in applying
         }
         self._declare_dependencies(declared)
-        #: the MyApps whose first status a worker writes, and when it is due
-        firsts: dict[str, float] = {}
+        #: the MyApps whose status is held back for the deployment controller's word,
+        #: and when it is due
+        held_statuses: dict[str, float] = {}
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
             outcomes = pool.map(
-                lambda app: self._apply(app, declared[app.key], app.key in absent, firsts),
+                lambda app: self._apply(app, declared[app.key], app.key in absent, held_statuses),
                 applying,
             )
             done = dict(zip((app.key for app in applying), outcomes, strict=True))
-            self._first_statuses(pool, firsts)
+            self._held_statuses(pool, held_statuses)
         clean: list[str] = []
         for app in todo:
             # in Git's order, as a full pass lists them; one not applied is as the last
@@ -560,7 +561,7 @@ class Syncer:
         app: manifests.DesiredApp,
         declared: Declared,
         absent: bool,
-        firsts: dict[str, float],
+        held_statuses: dict[str, float],
     ) -> Change | None:
         key = app.key
         with self.controller.working(key) as mine:
@@ -583,23 +584,24 @@ class Syncer:
             log.error("apply failed: %s", done.error, extra={"key": key})
             return Change(who, "failed", reason=done.error)
         if done.requeue_after is not None:
-            # its first status is held back: a worker writes it (see FIRST_STATUS_WAIT)
-            firsts[key] = time.monotonic() + done.requeue_after
+            # its status is held back: a worker writes it (see STATUS_WAIT)
+            held_statuses[key] = time.monotonic() + done.requeue_after
             self.controller.requeue(key, done.requeue_after)
         assert done.action != "failed"  # (a failure carries its error)
         return Change(who, done.action, paths=done.paths, reason=done.held, hold=done.hold)
 
-    def _first_statuses(self, pool: ThreadPoolExecutor, firsts: dict[str, float]) -> None:
-        """Write, with the pass's own threads, the first statuses held back that are due
-        and not written yet: the workers write them one by one (a few at a time, between
+    def _held_statuses(self, pool: ThreadPoolExecutor, held: dict[str, float]) -> None:
+        """Write, with the pass's own threads, the statuses held back that are due and
+        not written yet: the workers write them one by one (a few at a time, between
         watch events), so after creating thousands of MyApps they would still be writing
-        long after the pass. Those not due yet stay the workers'; a MyApp a worker took
-        meanwhile is found written (level-based: no second write)."""
+        long after the pass. Those not due yet stay the workers'; one a worker wrote
+        meanwhile is held back no more (and a reconcile of it would write nothing)."""
         now = time.monotonic()
+        ledger = self.controller.ledger
         due = [
             key
-            for key, at in sorted(firsts.items(), key=lambda kv: kv[1])
-            if at <= now and not (self.controller.myapps.get(key) or {}).get("status")
+            for key, at in sorted(held.items(), key=lambda kv: kv[1])
+            if at <= now and (rec := ledger.get(key)) is not None and rec.awaiting_since is not None
         ]
 
         def write(key: str) -> None:

@@ -3,7 +3,7 @@
 A reconcile reads the cluster from the caches; what the caches cannot say is kept
 here, one :class:`Record` per MyApp: the MyApp as Git last declared it (what the
 operator holds the live one to between passes), the source its status reports, the
-drift last announced, the error last announced, and when a first status was held
+drift last announced, the error last announced, and when a status write was held
 back. One owner (the :class:`~gitsync.reconcile.reconciler.Reconciler`) writes it,
 under the key's lock; the sync pass only hands values in (:class:`Declared`) and lets
 go of what left Git; the page reads it.
@@ -58,7 +58,8 @@ class Record:
     announced: frozenset[tuple[str, str]] | None = None
     #: the apply error last announced by an Event
     last_error: str | None = None
-    #: when a first status was held back for the deployment controller's first word
+    #: when its status was held back for the deployment controller's word on a
+    #: Deployment spec just written
     awaiting_since: float | None = None
     #: what Git's change to it waits for (a dependency, a window), set by
     #: :meth:`Ledger.set_wait` alone (which keeps the index of who waits on whom)
@@ -173,6 +174,6 @@ class Ledger:
             return {k: r.wait for k, r in self._records.items() if r.wait is not None}
 
     def awaiting_status(self) -> bool:
-        """Some new MyApp's first status is held back."""
+        """Some MyApp's status is held back."""
         with self._lock:
             return any(r.awaiting_since is not None for r in self._records.values())

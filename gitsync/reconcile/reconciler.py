@@ -53,10 +53,11 @@ from gitsync.reconcile.result import MyAppAction, Result, Served, foreign_deploy
 log = logging.getLogger(__name__)
 
 DEFAULT_SETTINGS: Final = Settings()
-#: how long the first status of a MyApp whose Deployment was just created waits for
-#: the deployment controller's first word on it, so that one write says both (the
-#: revision and a phase from the Deployment's own status) instead of two
-FIRST_STATUS_WAIT: Final = 2.0
+#: how long the status of a MyApp whose Deployment's spec was just written (created, or
+#: a new template) waits for the deployment controller's word on that generation, so
+#: that one write says both (the revision and the rollout from the Deployment's own
+#: status) instead of two
+STATUS_WAIT: Final = 2.0
 
 
 class ObjectWriter(Writer, StatusWriter, Protocol):
@@ -83,11 +84,11 @@ class Reconciler:
         self.settings = settings
         #: what is remembered of each MyApp between reconciles; written here alone
         self.ledger = ledger if ledger is not None else Ledger()
-        #: a loop takes keys back when asked (``Result.requeue_after``): the first
-        #: status of a MyApp whose Deployment was just created is then held back until
-        #: the deployment controller has spoken (:meth:`_first_status_wait`); without
-        #: one (``gitsync sync`` alone) it is written at once
-        self.defer_first_status = False
+        #: a loop takes keys back when asked (``Result.requeue_after``): the status of
+        #: a MyApp whose Deployment's spec was just written is then held back until the
+        #: deployment controller has seen it (:meth:`_status_wait`); without one
+        #: (``gitsync sync`` alone) it is written at once
+        self.defer_status = False
         # the sync pass reconciles outside the queue: one key is never reconciled twice at once
         self._key_locks = KeyLocks()
         self.clock: Callable[[], float] = time.monotonic
@@ -212,7 +213,7 @@ class Reconciler:
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
             elif not permanent:
                 return Result(error=error, action=action, held=held, hold=hold)
-        if outcome is not None and (wait := self._first_status_wait(rec, myapp, outcome)):
+        if outcome is not None and (wait := self._status_wait(rec, outcome, state)):
             return Result(
                 requeue_after=wait,
                 action=action,
@@ -277,30 +278,29 @@ class Reconciler:
             self.myapps.observe(res.live)
         return myapp, self._converge_deployment(key, myapp, False), state
 
-    def _first_status_wait(self, rec: Record, myapp: Obj, outcome: Outcome) -> float:
-        """Seconds to hold back the first status of a new MyApp whose Deployment was
-        just created, until the deployment controller has said something of it (0:
-        write now). A write now would say "Progressing" with no replica figures, and the
-        Deployment's first status, moments later, would need another; its watch event
-        brings the key back, and status still shows the revision and a phase within
-        :data:`FIRST_STATUS_WAIT` of the creation."""
+    def _status_wait(
+        self, rec: Record, outcome: Outcome, rollout: rolloutlib.State | None
+    ) -> float:
+        """Seconds to hold back the status of a MyApp whose Deployment's spec was just
+        written (created, or a new template), until the deployment controller has seen
+        that generation (0: write now). A write now would say "Progressing" with the
+        figures of the old generation (or none), and the Deployment's status, moments
+        later, would need another; its watch event brings the key back, and one write
+        says both: the revision and the rollout as the deployment controller sees it,
+        within :data:`STATUS_WAIT` of the write. News of the rollout itself (a
+        rollback, a failure, a hold released) is never held back."""
         if (
-            outcome.action == "created"
-            and self.defer_first_status
-            and not myapp.get("status")
+            self.defer_status
+            and outcome.action != "unchanged"
             and rec.awaiting_since is None
+            and _unobserved(outcome.live)
+            and (rollout is None or not (rollout.rollback or rollout.failed or rollout.released))
         ):
             rec.awaiting_since = self.clock()
         if rec.awaiting_since is None:
             return 0.0
-        deployment = outcome.live
-        left = rec.awaiting_since + FIRST_STATUS_WAIT - self.clock()
-        if (
-            left > 0
-            and not myapp.get("status")
-            and deployment is not None
-            and not (deployment.get("status") or {}).get("observedGeneration")
-        ):
+        left = rec.awaiting_since + STATUS_WAIT - self.clock()
+        if left > 0 and _unobserved(outcome.live):
             return left
         rec.awaiting_since = None
         return 0.0
@@ -480,3 +480,12 @@ class Reconciler:
         self.myapps.observe(written)
         log.debug("status written", extra={"key": f"{meta['namespace']}/{meta['name']}"})
         return written
+
+
+def _unobserved(deployment: Obj | None) -> bool:
+    """The deployment controller has not said anything yet of this Deployment's
+    current generation (its status describes an older spec, or there is none)."""
+    if deployment is None:
+        return False
+    seen = int((deployment.get("status") or {}).get("observedGeneration") or 0)
+    return seen < int(deployment["metadata"].get("generation") or 1)

@@ -11,7 +11,7 @@ from gitsync.engine import managedfields
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.render import render
 from gitsync.reconcile.controller import Controller
-from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT
+from gitsync.reconcile.reconciler import STATUS_WAIT
 from tests.gitserver import Upstream
 from tests.integration.test_sync import syncer
 from tests.support import app_yaml, available, get, myapp, resource_version, wait_until
@@ -266,7 +266,7 @@ def test_a_new_myapps_first_status_comes_soon_after_the_pass_with_revision_and_p
     kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
 ) -> None:
     """The first status of a MyApp new in a pass is held back until the Deployment has a
-    status of its own, at most FIRST_STATUS_WAIT: a user still sees the revision and a
+    status of its own, at most STATUS_WAIT: a user still sees the revision and a
     phase within seconds (the bound leaves room for a loaded machine's watch latency)."""
     names = ("one", "two", "three")
     sha = upstream.commit({f"apps/{n}.yaml": app_yaml(namespace, n) for n in names})
@@ -280,7 +280,7 @@ def test_a_new_myapps_first_status_comes_soon_after_the_pass_with_revision_and_p
             return sts
         return None
 
-    sts = wait_until(shown, timeout=FIRST_STATUS_WAIT + 20, what="revision and phase in status")
+    sts = wait_until(shown, timeout=STATUS_WAIT + 20, what="revision and phase in status")
     assert {st["source"]["revision"] for st in sts} == {f"main@sha1:{sha}"}
     assert {st["phase"] for st in sts} <= {"Progressing", "Available"}
     # idle means no first status still held back

@@ -89,6 +89,42 @@ def test_a_full_pass_starts_the_interval_and_an_incremental_one_keeps_it() -> No
 # --- the pass ----------------------------------------------------------------------------
 
 
+def test_a_pass_writes_the_held_statuses_of_changed_templates_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MyApp that has a status is held back as well when its template changes (the
+    deployment controller has not seen the new generation): the pass writes those that
+    came due, though each already has a status."""
+    world = Counted(tmp_path, 0.0)
+    world.write("a", "b")
+    world.commit()
+    world.sync()
+
+    def revisions() -> list[str]:
+        return [
+            world.cluster.store[path_of(KIND, "shop", n)]["status"]["source"]["revision"]
+            for n in ("a", "b")
+        ]
+
+    first = revisions()
+    clock = [100.0]
+    monkeypatch.setattr(syncmod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    reconciler = world.operator.reconciler
+    reconciler.defer_status, reconciler.clock = True, lambda: clock[0]
+
+    def requeue(key: str, after: float) -> None:
+        world.operator.requeued.append(key)
+        clock[0] += 5.0  # the pass goes on while the wait runs
+
+    world.operator.requeue = requeue  # type: ignore[method-assign]
+    world.write("a", "b", image="nginx:1.28")
+    world.commit()
+    assert world.sync()[1] == dict.fromkeys("ab", "configured")
+    assert sorted(world.operator.requeued) == ["shop/a", "shop/b"]
+    now = revisions()
+    assert now[0] == now[1] != first[0] and not reconciler.ledger.awaiting_status()
+
+
 class Counted(World):
     """A world whose operator counts the MyApps it is asked to reconcile."""
 
@@ -220,21 +256,21 @@ def test_a_myapp_refused_last_time_is_tried_again_by_an_incremental_pass(world: 
     assert world.cluster.store[path_of(KIND, "shop", "d")]["spec"]["image"] == "nginx:1.27"
 
 
-# --- first statuses held back --------------------------------------------------------------
+# --- statuses held back --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("elapsed", [0.0, 5.0])
-def test_a_pass_writes_the_first_statuses_that_came_due_while_it_ran(
+def test_a_pass_writes_the_held_statuses_that_came_due_while_it_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elapsed: float
 ) -> None:
-    """Created MyApps' first statuses are held back for the deployment controller's word
+    """Created MyApps' statuses are held back for the deployment controller's word
     and queued for the workers; those due before the pass ends are written by the pass
     (no worker runs here), the others stay queued."""
     world = Counted(tmp_path, 0.0)
     clock = [100.0]
     monkeypatch.setattr(syncmod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     reconciler = world.operator.reconciler
-    reconciler.defer_first_status = True
+    reconciler.defer_status = True
     reconciler.clock = lambda: clock[0]
 
     def requeue(key: str, after: float) -> None:

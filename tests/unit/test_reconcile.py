@@ -16,7 +16,7 @@ from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.reconcile.ledger import Claim, Declared
-from gitsync.reconcile.reconciler import FIRST_STATUS_WAIT, Reconciler
+from gitsync.reconcile.reconciler import STATUS_WAIT, Reconciler
 from gitsync.reconcile.result import Result
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
 
@@ -244,10 +244,10 @@ class Clock:
 def created_by_a_pass(world: World) -> Clock:
     """A sync pass, workers running, creates the MyApp and its Deployment."""
     clock = Clock()
-    world.r.defer_first_status = True
+    world.r.defer_status = True
     world.r.clock = clock
     first = world.r.reconcile(KEY, declared(myapp()))
-    assert first.action == "created" and first.requeue_after == FIRST_STATUS_WAIT
+    assert first.action == "created" and first.requeue_after == STATUS_WAIT
     assert not first.error and not first.throttled
     return clock
 
@@ -256,17 +256,17 @@ def status_writes(world: World) -> int:
     return [verb for verb, _ in world.cluster.writes].count("status")
 
 
-def test_a_new_myapps_first_status_waits_for_its_deployments_first_status(
+def test_a_new_myapps_status_waits_for_its_deployments_first_status(
     world: World,
 ) -> None:
     clock = created_by_a_pass(world)
     assert status_writes(world) == 0 and world.r.ledger.awaiting_status()
     # the worker that takes it: the Deployment has no status yet, so nothing is written
     held = world.r.reconcile(KEY)
-    assert held.requeue_after == FIRST_STATUS_WAIT
+    assert held.requeue_after == STATUS_WAIT
     assert status_writes(world) == 0 and world.r.ledger.awaiting_status()
     clock.now += 0.5
-    assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT - 0.5
+    assert world.r.reconcile(KEY).requeue_after == STATUS_WAIT - 0.5
     # the deployment controller's first word on it: one write says it all
     dep = world.cluster.store[DEPLOYMENT]
     dep["status"] = {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2}
@@ -279,11 +279,11 @@ def test_a_new_myapps_first_status_waits_for_its_deployments_first_status(
     assert (st["phase"], st["replicas"]) == ("Progressing", 2)
 
 
-def test_a_new_myapps_first_status_waits_no_longer_than_the_bound(world: World) -> None:
+def test_a_new_myapps_status_waits_no_longer_than_the_bound(world: World) -> None:
     clock = created_by_a_pass(world)
-    assert world.r.reconcile(KEY).requeue_after == FIRST_STATUS_WAIT
+    assert world.r.reconcile(KEY).requeue_after == STATUS_WAIT
     # the deployment controller is slow: at the bound, status says what is known
-    clock.now += FIRST_STATUS_WAIT
+    clock.now += STATUS_WAIT
     done = world.r.reconcile(KEY)
     assert done.requeue_after is None and not done.error
     assert status_writes(world) == 1 and not world.r.ledger.awaiting_status()
@@ -298,17 +298,85 @@ def test_without_a_loop_the_first_status_is_written_at_once(world: World) -> Non
     assert status_writes(world) == 1 and not world.r.ledger.awaiting_status()
 
 
-def test_a_myapp_with_a_status_is_not_held_back(world: World) -> None:
+def observed(world: World, **status: object) -> None:
+    """The deployment controller's word on the Deployment's current generation."""
+    dep = world.cluster.store[DEPLOYMENT]
+    dep["status"] = {"observedGeneration": dep["metadata"]["generation"], **status}
+    world.deployments.observe(dep)
+
+
+def test_a_changed_templates_status_waits_for_the_deployment_controllers_word_on_it(
+    world: World,
+) -> None:
     world.add(myapp())
     world.r.reconcile(KEY)  # the operator alone: Deployment and status at once
+    observed(world, replicas=2, updatedReplicas=2, availableReplicas=2)
+    world.r.reconcile(KEY)
+    assert world.status()["phase"] == "Available"
+    written, clock = status_writes(world), Clock()
+    world.r.defer_status, world.r.clock = True, clock
+    result = world.r.reconcile(KEY, declared(myapp(image="nginx:1.28"), "main@sha1:def"))
+    assert result.action == "configured" and result.requeue_after == STATUS_WAIT
+    dep = world.cluster.store[DEPLOYMENT]
+    assert dep["metadata"]["generation"] == 2 and dep["status"]["observedGeneration"] == 1
+    # the Deployment is written; its status would describe the old template
+    assert status_writes(world) == written and world.r.ledger.awaiting_status()
+    clock.now += 0.5
+    assert world.r.reconcile(KEY).requeue_after == STATUS_WAIT - 0.5
+    observed(world, replicas=3, updatedReplicas=1, availableReplicas=2)
+    done = world.r.reconcile(KEY)
+    assert done.requeue_after is None and not world.r.ledger.awaiting_status()
+    assert status_writes(world) == written + 1  # one write says both
+    st = world.status()
+    assert st["source"]["revision"] == "main@sha1:def"
+    assert (st["phase"], st["replicas"]) == ("Progressing", 3)
+
+
+def test_a_re_created_deployments_status_waits_too_and_no_longer_than_the_bound(
+    world: World,
+) -> None:
+    world.add(myapp())
+    world.r.reconcile(KEY)
     assert status_writes(world) == 1
     world.cluster.store.pop(DEPLOYMENT)  # deleted by hand, re-created by the next pass
     world.deployments.objects.clear()
     world.myapps.observe(world.cluster.store[path_of("MyApp", "shop", "web")])
-    world.r.defer_first_status = True
+    clock = Clock()
+    world.r.defer_status, world.r.clock = True, clock
     result = world.r.reconcile(KEY, declared(myapp(), "main@sha1:def"))
-    assert result.requeue_after is None and not world.r.ledger.awaiting_status()
-    assert world.status()["source"]["revision"] == "main@sha1:def"
+    assert result.outcome is not None and result.outcome.action == "created"
+    assert result.requeue_after == STATUS_WAIT
+    assert status_writes(world) == 1
+    clock.now += STATUS_WAIT  # the deployment controller is slow: status says what is known
+    assert world.r.reconcile(KEY).requeue_after is None
+    assert status_writes(world) == 2 and world.status()["source"]["revision"] == "main@sha1:def"
+
+
+def test_a_write_that_leaves_the_generation_or_brings_rollout_news_is_not_held_back(
+    world: World,
+) -> None:
+    from gitsync.model.rollout import Rollback, State
+    from gitsync.reconcile.converge import Outcome
+    from gitsync.reconcile.ledger import Record
+
+    world.r.defer_status, world.r.clock = True, Clock()
+    seen = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}
+    unseen = {"metadata": {"generation": 4}, "status": {"observedGeneration": 3}}
+    rb = Rollback("main@sha1:bad", "main@sha1:good", "why", "t", "sha256:b")
+
+    def wait(live: Obj, action: str = "configured", rollout: State | None = None) -> float:
+        outcome = Outcome(action, live)  # type: ignore[arg-type]
+        return world.r._status_wait(Record(), outcome, rollout)
+
+    assert wait(unseen) == STATUS_WAIT and wait(unseen, "created") == STATUS_WAIT
+    assert wait(unseen, rollout=State()) == STATUS_WAIT  # a judgement with no news
+    assert wait(seen) == 0  # labels or annotations alone: no new generation
+    assert wait(unseen, "unchanged") == 0  # nothing written
+    assert wait({"metadata": {}}, "created") == STATUS_WAIT  # generation 1, no status yet
+    for news in (State(rollback=rb), State(failed="it failed"), State(released="Git moved")):
+        assert wait(unseen, rollout=news) == 0, news
+    world.r.defer_status = False  # gitsync sync alone: no worker would come back for it
+    assert wait(unseen) == 0
 
 
 def test_a_deployment_is_remembered_by_the_cached_myapps_inputs_when_they_rendered_it(

@@ -59,7 +59,8 @@ class World:
         """The deployment controller starts the rollout of a new template."""
         dep = self.stored(name, "Deployment")
         assert dep is not None
-        dep["status"] = {**dep.get("status", {}), "updatedReplicas": 0}
+        seen = dep["metadata"]["generation"]
+        dep["status"] = {**dep.get("status", {}), "observedGeneration": seen, "updatedReplicas": 0}
         self.deployments.observe(copy.deepcopy(dep))
         self.r.reconcile(f"shop/{name}")
 
@@ -70,7 +71,7 @@ class World:
         assert dep is not None
         want = dep["spec"]["replicas"]
         dep["status"] = {
-            "observedGeneration": 0,
+            "observedGeneration": dep["metadata"]["generation"],
             "replicas": want,
             "updatedReplicas": want,
             "availableReplicas": want,
