@@ -90,6 +90,8 @@ def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
     for part in ("core", *_KEYED_PARTS):
         if part in parts:
             carried.pop(part, None)
+            if part == "curve" and out.get("curve") and previous.get("curve"):
+                merged["curve"] = _curve_over(out["curve"], previous)
             continue
         if part == "core":
             keys = [k for k in previous if k not in _RUN_KEYS and k not in _KEYED_PARTS]
@@ -104,6 +106,18 @@ def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
     if carried:
         merged["carried"] = carried
     return merged
+
+
+def _curve_over(curve: Results, previous: Results) -> Results:
+    """``curve`` with the sizes it did not measure taken from ``previous``'s curve,
+    each with the facts of the run that measured it (``earlier``)."""
+    before = previous["curve"]
+    facts = (previous.get("carried") or {}).get("curve") or previous.get("facts") or {}
+    out = dict(curve)
+    for n, r in _sizes_of(before):
+        if n not in curve:
+            out[n] = {**r, "earlier": r.get("earlier") or facts}
+    return out
 
 
 def _busy(out: Results) -> list[str]:
@@ -305,7 +319,13 @@ def curve_table(curve: Results) -> list[str]:
             f"| {r['drift_in_status_s']['p50']} "
             f"| {d['start_to_ready_s']} | {d['rss_mib']} | {per['rss_kib']} |"
         )
-    return rows
+    earlier = [
+        f"(N = {n} measured in an earlier run, {f.get('date', 'undated')}, load "
+        f"{_get(f, 'machine', 'load_average')}.)"
+        for n, r in sorted(_sizes_of(curve), key=lambda kv: int(kv[0]))
+        if (f := r.get("earlier"))
+    ]
+    return [*rows, "", *earlier] if earlier else rows
 
 
 def floor_table(fl: Results) -> list[str]:

@@ -23,8 +23,10 @@ Nine parts (GITSYNC_BENCH_PARTS, default
   and gitsync's delay per link (bench/order.py);
 - curve: gitsync alone at each size of GITSYNC_BENCH_CURVE (default
   100,1000,5000,10000,20000), each on a fresh control plane: cold sync and its floor,
-  no-op resync, diff, drift, start to ready, RSS, push → applied with 1 % changed
-  (bench/curve.py). It restarts the control plane;
+  no-op resync, diff, drift, start to ready, RSS, push → applied with 1 % changed and
+  that push's floor (bench/curve.py); a run of some sizes keeps the others from the
+  last results, each labelled with the run that measured it. It restarts the control
+  plane;
 - sharding: ``gitsync run --sharding`` replicas as local processes: cold sync of
   GITSYNC_BENCH_SHARD_N MyApps (default 5000) with 1, 2 and 4 replicas and each one's
   RSS; buckets moved 3 → 4 and 4 → 3, and failover over GITSYNC_BENCH_SHARD_KILLS

@@ -228,3 +228,26 @@ def test_the_curve_sets_each_push_beside_its_floor_and_says_when_a_size_has_none
     assert rows[2].count("|") == rows[4].count("|") == rows[3].count("|")
     assert "| 0.6 (10 MyApps) | 0.4 | 1.5 | 0.03 |" in rows[4]
     assert "| 0.6 (10 MyApps) | ? | ? | 0.03 |" in rows[5]
+
+
+def test_a_curve_of_some_sizes_keeps_the_others_each_labelled_with_its_run() -> None:
+    previous = {
+        "n": 1000,
+        "facts": _facts("d1"),
+        "curve": {"idle_rss_mib": 57.0, "1000": _size(None), "20000": _size(None)},
+    }
+    now = _size({"p50": 2.0, "p99": 2.1, "max": 2.1})
+    out = {"n": 1000, "facts": _facts("d2"), "curve": {"idle_rss_mib": 58.0, "20000": now}}
+    merged = report.carry_over(out, previous, {"curve"})
+    curve = merged["curve"]
+    assert curve["20000"] is now and curve["idle_rss_mib"] == 58.0  # this run's
+    assert curve["1000"]["earlier"] == previous["facts"]  # the earlier run's, labelled
+    assert "curve" not in merged.get("carried", {})
+    text = "\n".join(report.curve_table(curve))
+    assert "(N = 1000 measured in an earlier run, d1" in text and "N = 20000 measured" not in text
+    # measured earlier still, a run later: the label stays that of the run that measured it
+    again = report.carry_over(
+        {"n": 1000, "facts": _facts("d3"), "curve": {"100": _size(None)}}, merged, {"curve"}
+    )
+    assert again["curve"]["1000"]["earlier"]["date"] == "d1"
+    assert again["curve"]["20000"]["earlier"]["date"] == "d2"
