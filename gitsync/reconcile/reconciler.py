@@ -302,8 +302,7 @@ class Reconciler:
         left = rec.awaiting_since + STATUS_WAIT - self.clock()
         if left > 0 and _unobserved(outcome.live):
             return left
-        rec.awaiting_since = None
-        return 0.0
+        return 0.0  # the status write now ends the wait (_write_status)
 
     def _status(
         self,

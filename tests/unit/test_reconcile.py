@@ -347,8 +347,12 @@ def test_a_re_created_deployments_status_waits_too_and_no_longer_than_the_bound(
     assert result.outcome is not None and result.outcome.action == "created"
     assert result.requeue_after == STATUS_WAIT
     assert status_writes(world) == 1
-    clock.now += STATUS_WAIT  # the deployment controller is slow: status says what is known
+    clock.now += 1.5
+    assert world.r.reconcile(KEY).requeue_after == STATUS_WAIT - 1.5
+    assert status_writes(world) == 1
+    clock.now += 1.0  # the deployment controller is slow: status says what is known
     assert world.r.reconcile(KEY).requeue_after is None
+    assert not world.r.ledger.awaiting_status()
     assert status_writes(world) == 2 and world.status()["source"]["revision"] == "main@sha1:def"
 
 
@@ -364,7 +368,7 @@ def test_a_write_that_leaves_the_generation_or_brings_rollout_news_is_not_held_b
     unseen = {"metadata": {"generation": 4}, "status": {"observedGeneration": 3}}
     rb = Rollback("main@sha1:bad", "main@sha1:good", "why", "t", "sha256:b")
 
-    def wait(live: Obj, action: str = "configured", rollout: State | None = None) -> float:
+    def wait(live: Obj | None, action: str = "configured", rollout: State | None = None) -> float:
         outcome = Outcome(action, live)  # type: ignore[arg-type]
         return world.r._status_wait(Record(), outcome, rollout)
 
@@ -373,6 +377,8 @@ def test_a_write_that_leaves_the_generation_or_brings_rollout_news_is_not_held_b
     assert wait(seen) == 0  # labels or annotations alone: no new generation
     assert wait(unseen, "unchanged") == 0  # nothing written
     assert wait({"metadata": {}}, "created") == STATUS_WAIT  # generation 1, no status yet
+    assert wait({"metadata": {}, "status": {"observedGeneration": 1}}) == 0
+    assert wait(None, "created") == 0  # nothing to hear of
     for news in (State(rollback=rb), State(failed="it failed"), State(released="Git moved")):
         assert wait(unseen, rollout=news) == 0, news
     world.r.defer_status = False  # gitsync sync alone: no worker would come back for it
