@@ -197,7 +197,7 @@ class Controller:
         self.start_workers()
 
     def start_workers(self) -> None:
-        # while workers run, a first status held back is theirs to write (Result.requeue_after)
+        # while workers run, a status held back is theirs to write (Result.requeue_after)
         self.reconciler.defer_status = True
         for i in range(self.config.workers):
             self._threads.append(threads.start(f"worker-{i}", self._worker))
