@@ -42,14 +42,21 @@ MANAGER = "floor"
 Results = dict[str, Any]
 
 
-def _one(kube: Kube, ns: str, name: str, replicas: int = 1) -> None:
-    body = yaml.safe_load(app_yaml(ns, name, replicas=replicas))
-    created = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
-    deployment = render(created)
+def _myapp_then_deployment(kube: Kube, ns: str, name: str, manifest: str) -> dict[str, Any]:
+    """The MyApp of ``manifest`` applied, then its Deployment (owned by it, so it waits
+    for the MyApp's uid); the MyApp as the server holds it."""
+    body = yaml.safe_load(manifest)
+    applied = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
+    deployment = render(applied)
     kube.apply(path_of("Deployment", ns, name), deployment, field_manager=MANAGER, force=True)
+    return applied
+
+
+def _one(kube: Kube, ns: str, name: str, replicas: int = 1) -> None:
+    created = _myapp_then_deployment(kube, ns, name, app_yaml(ns, name, replicas=replicas))
     status = {
-        "apiVersion": body["apiVersion"],
-        "kind": body["kind"],
+        "apiVersion": created["apiVersion"],
+        "kind": created["kind"],
         "metadata": {"name": name, "namespace": ns},
         "status": {"observedGeneration": created["metadata"].get("generation", 1)},
     }
@@ -100,13 +107,6 @@ def until_applied(
     raise TimeoutError(f"{len(left)} of {len(names)} Deployments without {image} in 600 s")
 
 
-def _changed(kube: Kube, ns: str, name: str, image: str, replicas: int) -> None:
-    body = yaml.safe_load(app_yaml(ns, name, image, replicas=replicas))
-    applied = kube.apply(path_of("MyApp", ns, name), body, field_manager=MANAGER, force=True)
-    deployment = render(applied)
-    kube.apply(path_of("Deployment", ns, name), deployment, field_manager=MANAGER, force=True)
-
-
 def push_once(
     kube: Kube, ns: str, names: list[str], image: str, workers: int, replicas: int = 1
 ) -> float:
@@ -114,10 +114,19 @@ def push_once(
     ``image``: seconds until every one's Deployment has it, ``workers`` threads each
     sending one MyApp's two applies in order."""
     with ThreadPoolExecutor(workers) as pool:
-        sent: list[Future[None]] = []
+        sent: list[Future[dict[str, Any]]] = []
 
         def send() -> None:
-            sent.extend(pool.submit(_changed, kube, ns, name, image, replicas) for name in names)
+            sent.extend(
+                pool.submit(
+                    _myapp_then_deployment,
+                    kube,
+                    ns,
+                    name,
+                    app_yaml(ns, name, image, replicas=replicas),
+                )
+                for name in names
+            )
 
         took = until_applied(kube, ns, names, image, send)
         for f in sent:

@@ -141,8 +141,13 @@ def _measured(out: Results, part: str) -> list[str]:
     f = (out.get("carried") or {}).get(part)
     if not f:
         return []
-    load = _get(f, "machine", "load_average")
-    return [f"(Measured in an earlier run, {f.get('date', 'undated')}, load {load}.)", ""]
+    return [f"(Measured {_which_run(f)}.)", ""]
+
+
+def _which_run(facts: Results) -> str:
+    """Which earlier run measured a figure, by its facts."""
+    load = _get(facts, "machine", "load_average")
+    return f"in an earlier run, {facts.get('date', 'undated')}, load {load}"
 
 
 def kube_bin() -> str:
@@ -320,8 +325,7 @@ def curve_table(curve: Results) -> list[str]:
             f"| {d['start_to_ready_s']} | {d['rss_mib']} | {per['rss_kib']} |"
         )
     earlier = [
-        f"(N = {n} measured in an earlier run, {f.get('date', 'undated')}, load "
-        f"{_get(f, 'machine', 'load_average')}.)"
+        f"(N = {n} measured {_which_run(f)}.)"
         for n, r in sorted(_sizes_of(curve), key=lambda kv: int(kv[0]))
         if (f := r.get("earlier"))
     ]
