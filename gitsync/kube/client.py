@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -92,11 +93,17 @@ class Hangup:
         self.hung = False
 
     def __call__(self) -> None:
+        # under the lock: the reading thread detaches (under it) before it closes the
+        # response, so a response attached here is not closed while it is shut down
         with self._lock:
             self.hung = True
-            response = self._response
-        if response is not None:
-            response.shutdown()  # the reading thread sees the stream end
+            if self._response is None:
+                return
+            # a stream that ended by itself an instant ago has nothing left to end:
+            # urllib3 closed its socket (OSError, ValueError) or gave its connection
+            # back to the pool (RuntimeError) before the reading thread could detach
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                self._response.shutdown()  # the reading thread sees the stream end
 
     def reset(self) -> None:
         with self._lock:

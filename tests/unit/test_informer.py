@@ -501,6 +501,56 @@ def test_a_hangup_before_the_stream_opens_keeps_it_from_opening() -> None:
     hangup()  # detached: not shut again (it is closed by then)
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(9, "Bad file descriptor"),  # its socket closed under it
+        ValueError("Cannot shutdown socket as self._sock_shutdown is not set"),  # closed
+        RuntimeError("Cannot shutdown as connection has already been released to the pool"),
+    ],
+)
+def test_a_hangup_of_a_stream_that_just_ended_by_itself_is_not_an_error(error: Exception) -> None:
+    hangup = Hangup()
+
+    class Ended:
+        def shutdown(self) -> None:
+            raise error
+
+    assert hangup.attach(Ended()) is True
+    hangup()  # the stopping process goes on
+    assert hangup.hung and hangup.attach(Ended()) is False
+
+
+def test_a_stream_being_shut_down_is_not_detached_and_closed_under_the_hangup() -> None:
+    hangup = Hangup()
+    shutting, go_on = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    class Slow:
+        def shutdown(self) -> None:
+            shutting.set()
+            go_on.wait(5)
+            order.append("shut")
+
+    hangup.attach(Slow())
+    t = threading.Thread(target=hangup)
+    t.start()
+    assert shutting.wait(5)
+
+    def detach_then_close() -> None:
+        hangup.detach()
+        order.append("detached")
+
+    reader = threading.Thread(target=detach_then_close)
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # the reading thread waits to detach (and then close) ...
+    go_on.set()
+    t.join(5)
+    reader.join(5)
+    assert order == ["shut", "detached"]  # ... until the shutdown is over
+
+
 def test_a_watch_is_given_up_after_a_bookmark_period_of_silence_and_relisted_at_once(
     started: Callable[..., tuple[Informer, FakeAPI, Recorder]], caplog: pytest.LogCaptureFixture
 ) -> None:
