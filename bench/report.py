@@ -72,7 +72,7 @@ def facts(kube: Kube) -> Results:
 
 
 #: keys of the results that belong to no part
-_RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried"})
+_RUN_KEYS = frozenset({"n", "facts", "smoke", "profiled", "carried", "versus_earlier"})
 #: the parts whose results sit under a key of their own name; core's are the rest
 _KEYED_PARTS = (
     "scale", "floor", "memory", "versus", "rollback", "order", "curve", "sharding"
@@ -92,11 +92,17 @@ def carry_over(out: Results, previous: Results, parts: set[str]) -> Results:
             carried.pop(part, None)
             if part == "curve" and out.get("curve") and previous.get("curve"):
                 merged["curve"] = _curve_over(out["curve"], previous)
+            if part == "versus" and out.get("versus"):
+                merged.pop("versus_earlier", None)
+                if earlier := _versus_over(out["versus"], previous):
+                    merged["versus_earlier"] = earlier
             continue
         if part == "core":
             keys = [k for k in previous if k not in _RUN_KEYS and k not in _KEYED_PARTS]
         else:
             keys = [part] if part in previous else []
+            if part == "versus" and "versus_earlier" in previous:
+                keys.append("versus_earlier")
         if not keys:
             continue
         merged.update({k: previous[k] for k in keys})
@@ -118,6 +124,23 @@ def _curve_over(curve: Results, previous: Results) -> Results:
         if n not in curve:
             out[n] = {**r, "earlier": r.get("earlier") or facts}
     return out
+
+
+def _versus_over(vs: Results, previous: Results) -> Results:
+    """The side-by-side runs at other sizes than ``vs``'s, by N, each with the facts of
+    the run that measured it (``earlier``): a run at 5000 keeps the one at 1000."""
+    out = {n: r for n, r in (previous.get("versus_earlier") or {}).items() if n != str(vs["n"])}
+    before = previous.get("versus")
+    if before and before.get("n") != vs["n"]:
+        facts = (previous.get("carried") or {}).get("versus") or previous.get("facts") or {}
+        out[str(before["n"])] = {**before, "earlier": facts}
+    return out
+
+
+def _versus_runs(out: Results) -> list[Results]:
+    """Every side-by-side run in ``out``, this run's first, then earlier ones by N."""
+    earlier = sorted((out.get("versus_earlier") or {}).items(), key=lambda kv: int(kv[0]))
+    return [r for r in (out.get("versus"), *(r for _, r in earlier)) if r]
 
 
 def _busy(out: Results) -> list[str]:
@@ -277,8 +300,13 @@ def markdown(out: Results) -> str:
         lines += [*floor_table(out["floor"]), "", *_measured(out, "floor")]
     if out.get("memory"):
         lines += [*memory_table(out["memory"]), "", *_measured(out, "memory")]
-    if out.get("versus"):
-        lines += [*versus_table(out["versus"]), "", *_measured(out, "versus")]
+    for vs in sorted(_versus_runs(out), key=lambda vs: int(vs["n"])):
+        when = (
+            [f"(N = {vs['n']} measured {_which_run(vs['earlier'])}.)", ""]
+            if "earlier" in vs
+            else _measured(out, "versus")
+        )
+        lines += [*versus_table(vs), "", *when]
     if out.get("rollback"):
         lines += [*rollback_lines(out["rollback"]), "", *_measured(out, "rollback")]
     if out.get("order"):
@@ -469,29 +497,26 @@ def plot(out: Results, path: Path) -> Path | None:
             "o-",
             label="gitsync no-op resync",
         )
-    vs = out.get("versus")
-    if vs:
-        for tool, marker in (("gitsync", "o"), ("flux", "^"), ("flux-tuned", "v")):
-            if tool not in vs["summary"]:
-                continue
-            s = vs["summary"][tool]
-            ax1.errorbar(
-                [vs["n"]],
-                [s["cold_sync_s"]["median"]],
-                yerr=[
-                    [s["cold_sync_s"]["median"] - s["cold_sync_s"]["min"]],
-                    [s["cold_sync_s"]["max"] - s["cold_sync_s"]["median"]],
-                ],
-                fmt=marker,
-                capsize=4,
-                label=f"{tool} cold sync (vs run)",
-            )
-            ax2.plot(
-                [vs["n"]],
-                [s["requests_per_interval"]["median"]],
-                marker,
-                label=f"{tool} per {vs['interval_s']:g} s interval",
-            )
+    runs = _versus_runs(out)
+    for tool, marker in (("gitsync", "o"), ("flux", "^"), ("flux-tuned", "v")):
+        at = [(vs["n"], vs["summary"][tool]) for vs in runs if tool in vs["summary"]]
+        if not at:
+            continue
+        cold = [s["cold_sync_s"] for _, s in at]
+        ax1.errorbar(
+            [n for n, _ in at],
+            [c["median"] for c in cold],
+            yerr=[[c["median"] - c["min"] for c in cold], [c["max"] - c["median"] for c in cold]],
+            fmt=marker,
+            capsize=4,
+            label=f"{tool} cold sync (vs run)",
+        )
+        ax2.plot(
+            [n for n, _ in at],
+            [s["requests_per_interval"]["median"] for _, s in at],
+            marker,
+            label=f"{tool} per {runs[0]['interval_s']:g} s interval",
+        )
     for ax, title, ylabel, yscale in (
         (ax1, "time vs N", "seconds", "log"),
         (ax2, "API requests in steady state vs N", "requests", "symlog"),
@@ -538,11 +563,18 @@ def plot_curve(out: Results, path: Path) -> Path | None:
     for label, where, style in lines:
         ax1.plot(ns, [_get(r, *where) for _, r in curve], style, label=label)
     ax2.plot(ns, [r["daemon"]["rss_mib"] for _, r in curve], "o-", label="gitsync")
-    vs = out.get("versus") or {}
+    runs = _versus_runs(out)
     for tool, marker in (("gitsync", "o"), ("flux", "^"), ("flux-tuned", "v")):
-        rss = _get(vs, "summary", tool, "rss_mib", "median")
-        if rss is not None:
-            ax2.plot([vs["n"]], [rss], marker, label=f"{tool} side by side (N={vs['n']})")
+        at = [(vs["n"], _get(vs, "summary", tool, "rss_mib", "median")) for vs in runs]
+        at = [(n, rss) for n, rss in at if rss is not None]
+        if at:
+            sizes = ", ".join(str(n) for n, _ in at)
+            ax2.plot(
+                [n for n, _ in at],
+                [rss for _, rss in at],
+                marker,
+                label=f"{tool} side by side (N={sizes})",
+            )
     for ax, title, ylabel in ((ax1, "time vs N", "seconds"), (ax2, "RSS vs N", "MiB")):
         ax.set_xscale("log")
         ax.set_yscale("log")

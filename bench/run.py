@@ -16,7 +16,8 @@ Nine parts (GITSYNC_BENCH_PARTS, default
   GITSYNC_BENCH_MEMORY (default 1000,5000) (bench/memory.py);
 - versus: gitsync next to Flux (bench/versus.py) at GITSYNC_BENCH_VS_N (default
   1000), GITSYNC_BENCH_RUNS alternating runs (default 3), one poll interval of
-  GITSYNC_BENCH_INTERVAL seconds for both (default 60);
+  GITSYNC_BENCH_INTERVAL seconds for both (default 60); a run at another N keeps
+  the earlier one, labelled with its run;
 - rollback: a commit that breaks apps, gitsync with ``--rollback auto`` next to Flux
   (bench/rollback.py);
 - order: a chain of MyApps (``dependsOn``) changed by one commit: push to the last link,

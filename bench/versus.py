@@ -452,7 +452,17 @@ def one_run(
             _prune(obs, repo, running, s, out)
         finally:
             running.stop()
-    sh(*_kubectl(), "delete", "namespace", ns, "--wait=false", check=False)
+    # gone before the next tool starts: the garbage collector deleting N Deployments,
+    # ReplicaSets and Pods would load the server through the next tool's cold sync
+    sh(
+        *_kubectl(),
+        "delete",
+        "namespace",
+        ns,
+        "--wait=true",
+        f"--timeout={s.timeout:g}s",
+        check=False,
+    )
     return out
 
 

@@ -251,3 +251,39 @@ def test_a_curve_of_some_sizes_keeps_the_others_each_labelled_with_its_run() -> 
     )
     assert again["curve"]["1000"]["earlier"]["date"] == "d1"
     assert again["curve"]["20000"]["earlier"]["date"] == "d2"
+
+
+def _vs(n: int, cold: float) -> dict[str, Any]:
+    summary = {
+        "gitsync": versus.summarize([_run(cold, 1, 80, 0.2)]),
+        "flux": versus.summarize([_run(4 * cold, 2000, 160, 90)]),
+        "flux-tuned": versus.summarize([_run(2 * cold, 2000, 165, 60)]),
+    }
+    return {"n": n, "runs": 1, "interval_s": 60.0, "summary": summary}
+
+
+def test_a_side_by_side_at_another_size_keeps_the_earlier_one_labelled_with_its_run(
+    tmp_path: Path,
+) -> None:
+    previous = {"n": 1000, "facts": _facts("d1"), "versus": _vs(1000, 50)}
+    out = {"n": 1000, "facts": _facts("d2"), "versus": _vs(5000, 250)}
+    merged = report.carry_over(out, previous, {"versus"})
+    assert merged["versus"]["n"] == 5000  # this run's
+    assert merged["versus_earlier"]["1000"]["earlier"]["date"] == "d1"
+    text = report.markdown(merged)
+    # both tables, smaller N first, only the earlier one labelled with its run
+    assert text.index("gitsync vs Flux, N=1000") < text.index("gitsync vs Flux, N=5000")
+    assert "(N = 1000 measured in an earlier run, d1" in text and "N = 5000 measured" not in text
+    # a run of other parts keeps both, with the label
+    later = report.carry_over({"n": 1000, "facts": _facts("d3"), "scale": {}}, merged, {"scale"})
+    assert later["versus"]["n"] == 5000 and later["carried"]["versus"]["date"] == "d2"
+    assert later["versus_earlier"]["1000"]["earlier"]["date"] == "d1"
+    # the same size again replaces its own earlier run; the other size becomes earlier
+    again = report.carry_over(
+        {"n": 1000, "facts": _facts("d4"), "versus": _vs(1000, 40)}, later, {"versus"}
+    )
+    assert again["versus"]["n"] == 1000 and set(again["versus_earlier"]) == {"5000"}
+    assert again["versus_earlier"]["5000"]["earlier"]["date"] == "d2"
+    # the plots take every size's points
+    assert report.plot(again, tmp_path / "s.png") == tmp_path / "s.png"
+    assert report.plot_curve({**again, "curve": {"1000": _size(None)}}, tmp_path / "c.png")
