@@ -75,8 +75,7 @@ def phase_of(deployment: Obj | None) -> str:
     for c in st.get("conditions") or []:
         if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
             return "Degraded"
-    generation = int((deployment.get("metadata") or {}).get("generation", 0))
-    if int(st.get("observedGeneration", 0)) < generation:
+    if not rolloutlib.seen(deployment):
         return "Progressing"  # the status describes an older spec
     want = int(spec.get("replicas", 1))
     updated = int(st.get("updatedReplicas", 0))

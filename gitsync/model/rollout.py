@@ -53,6 +53,16 @@ def policy_of(spec: Obj | None, default: RollbackPolicy) -> RollbackPolicy:
     return value if value in ROLLBACK_POLICIES else default
 
 
+def seen(deployment: Obj) -> bool:
+    """Whether the deployment controller has seen ``deployment``'s current spec: its
+    status describes the generation the API server gave that spec (before, the status
+    describes an older spec, or there is none). The API server always sets a generation;
+    an object without one (made by hand) is taken as seen."""
+    st: Obj = deployment.get("status") or {}
+    generation = int((deployment.get("metadata") or {}).get("generation") or 0)
+    return int(st.get("observedGeneration") or 0) >= generation
+
+
 def failure(deployment: Obj | None) -> str | None:
     """Why the rollout of ``deployment``'s current generation failed (the deployment
     controller's message), or None while it has not.
@@ -60,13 +70,9 @@ def failure(deployment: Obj | None) -> str | None:
     A status older than the spec says nothing of the spec: right after an apply (a
     rollback's among them) the deadline condition of the rollout before still stands
     until the deployment controller has seen the new generation."""
-    if deployment is None:
+    if deployment is None or not seen(deployment):
         return None
-    st: Obj = deployment.get("status") or {}
-    generation = int((deployment.get("metadata") or {}).get("generation", 0))
-    if int(st.get("observedGeneration", 0)) < generation:
-        return None
-    for c in st.get("conditions") or []:
+    for c in (deployment.get("status") or {}).get("conditions") or []:
         if (
             c.get("type") == PROGRESSING
             and c.get("status") == "False"

@@ -484,7 +484,4 @@ class Reconciler:
 def _unobserved(deployment: Obj | None) -> bool:
     """The deployment controller has not said anything yet of this Deployment's
     current generation (its status describes an older spec, or there is none)."""
-    if deployment is None:
-        return False
-    seen = int((deployment.get("status") or {}).get("observedGeneration") or 0)
-    return seen < int(deployment["metadata"].get("generation") or 1)
+    return deployment is not None and not rolloutlib.seen(deployment)

@@ -376,7 +376,7 @@ def test_a_write_that_leaves_the_generation_or_brings_rollout_news_is_not_held_b
     assert wait(unseen, rollout=State()) == STATUS_WAIT  # a judgement with no news
     assert wait(seen) == 0  # labels or annotations alone: no new generation
     assert wait(unseen, "unchanged") == 0  # nothing written
-    assert wait({"metadata": {}}, "created") == STATUS_WAIT  # generation 1, no status yet
+    assert wait({"metadata": {"generation": 1}}, "created") == STATUS_WAIT  # no status yet
     assert wait({"metadata": {}, "status": {"observedGeneration": 1}}) == 0
     assert wait(None, "created") == 0  # nothing to hear of
     for news in (State(rollback=rb), State(failed="it failed"), State(released="Git moved")):
