@@ -211,7 +211,8 @@ def standard() -> Metrics:
     m.gauged_elsewhere(
         "gitsync_cache_silence_seconds",
         "Seconds since the API server last sent anything (a list page, an event, a "
-        "bookmark) to each informer cache; a live watch hears a bookmark every minute.",
+        "bookmark, the end of a watch) to each informer cache; the server ends a live "
+        "watch every minute.",
         "informer",
     )
     m.gauged_elsewhere(

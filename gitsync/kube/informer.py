@@ -49,13 +49,16 @@ Transform = Callable[[Obj, Obj | None], Obj]
 #: objects per LIST page. A page's items are decoded and kept one at a time (``_list``),
 #: but the reply is read whole, and the server holds the page while it writes it
 PAGE_SIZE = 100
-WATCH_SECONDS = 240  # the server ends each watch by then; we reconnect from the last RV
-#: kube-apiserver sends a watch that asks for bookmarks one about every minute (and 2 s
-#: before its ``timeoutSeconds``), whether or not anything changed
-BOOKMARK_SECONDS = 60.0
-#: a watch silent for longer (no event, no bookmark) is on a dead connection, such as a
-#: half-open one that never closes: it is given up and the cache listed anew
-SILENCE_SECONDS = BOOKMARK_SECONDS + 10.0
+#: the server ends each watch by then (its ``timeoutSeconds``), and it is opened again
+#: from the last resourceVersion seen (no list). Its bookmarks do not bound a live
+#: watch's silence: kube-apiserver sends one about every minute only while the kind's
+#: resourceVersion moves (measured: a watch of a kind nobody wrote heard none for
+#: 120 s), so a quiet fleet's watches may hear nothing at all until this end
+WATCH_SECONDS = 60
+#: a watch silent for longer (no event, no bookmark, not ended by the server) is on a
+#: dead connection, such as a half-open one that never closes: it is given up and the
+#: cache listed anew
+SILENCE_SECONDS = WATCH_SECONDS + 10.0
 #: a cache that has heard nothing from the server for longer is behind: giving up its
 #: silent watch did not bring it back (the server is unreachable); /readyz says so
 BEHIND_SECONDS = SILENCE_SECONDS + 15.0
@@ -382,6 +385,10 @@ class Informer:
                         self._complete_at = rv
                     continue
                 self._apply_event(kind, obj)
+            if not self._hangup.hung:
+                # ended by the server at its timeoutSeconds: it is alive, even when the
+                # watch brought nothing (a quiet kind gets no bookmarks)
+                self._heard_at = self._clock()
 
     def _apply_event(self, kind: object, obj: Obj) -> None:
         key = key_of(obj)

@@ -19,7 +19,7 @@ import pytest
 
 from gitsync.errors import APIError, GitsyncError
 from gitsync.kube.client import Kube, path_of
-from gitsync.kube.informer import BEHIND_SECONDS, SILENCE_SECONDS
+from gitsync.kube.informer import BEHIND_SECONDS, SILENCE_SECONDS, WATCH_SECONDS
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from tests.faultproxy import FaultProxy
 from tests.faults.harness import Daemon, PrivateControlPlane, apps_files, report, wait_converged
@@ -168,12 +168,13 @@ def readyz(daemon: Daemon) -> int:
         return 0
 
 
-def test_a_silent_watch_is_given_up_within_a_bookmark_period_and_readyz_tells(
+def test_a_silent_watch_is_given_up_within_a_watch_period_and_readyz_tells(
     proxy: FaultProxy, proxied_kubeconfig: Path, pkube: Kube, pns: str, work: Path
 ) -> None:
     """Half-open: the bytes stop and no connection closes, so nothing but silence tells.
-    The server's bookmarks (about one a minute) keep a quiet watch talking; a watch
-    silent for longer is given up, and a cache that stays silent fails /readyz."""
+    A quiet watch may hear no bookmark for minutes, but the server ends it at its
+    timeoutSeconds, and that end is word too; a watch silent for longer is given up,
+    and a cache that stays silent fails /readyz."""
     upstream = Upstream(work / "srv")
     images = {"web": "nginx:1.27", "db": "nginx:1.27"}
     upstream.commit(apps_files(pns, images), "two MyApps")
@@ -182,9 +183,10 @@ def test_a_silent_watch_is_given_up_within_a_bookmark_period_and_readyz_tells(
         daemon.start()
         wait_converged(pkube, pns, images, 300, "the first sync")
         wait_until(lambda: readyz(daemon) == 200, 60, what="/readyz")
-        # quiet for longer than the bound: the bookmarks alone keep the watches
+        # quiet for two whole watches and more: their ends (and any bookmark) alone keep
+        # the caches from being taken for dead
         loudest = 0.0
-        quiet_until = time.monotonic() + SILENCE_SECONDS + 15
+        quiet_until = time.monotonic() + 2 * WATCH_SECONDS + 15
         while time.monotonic() < quiet_until:
             heard = daemon.metric("gitsync_cache_silence_seconds", informer="myapps")
             loudest = max(loudest, heard)

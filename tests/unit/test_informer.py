@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import queue
 import threading
@@ -16,9 +17,9 @@ from gitsync.errors import APIServerError, APITimeoutError
 from gitsync.kube.client import Hangup
 from gitsync.kube.informer import (
     BEHIND_SECONDS,
-    BOOKMARK_SECONDS,
     SILENCE_SECONDS,
     TOMBSTONE_SECONDS,
+    WATCH_SECONDS,
     Informer,
     Transform,
 )
@@ -62,6 +63,7 @@ class FakeAPI:
         self.selectors: list[str | None] = []
         #: the read timeout each watch was given
         self.read_timeouts: list[float] = []
+        self.timeouts: list[Any] = []
         #: the list reply's members, in the order a built-in list has them
         self.order: tuple[str, ...] = ("kind", "apiVersion", "metadata", "items")
 
@@ -93,6 +95,7 @@ class FakeAPI:
         self.watches.append(str((params or {}).get("resourceVersion")))
         self.selectors.append((params or {}).get("labelSelector"))
         self.read_timeouts.append(read_timeout)
+        self.timeouts.append((params or {}).get("timeoutSeconds"))
         while True:
             if hangup is not None and hangup.hung:
                 return  # as the real stream ends when shut down
@@ -551,17 +554,18 @@ def test_a_stream_being_shut_down_is_not_detached_and_closed_under_the_hangup() 
     assert order == ["shut", "detached"]  # ... until the shutdown is over
 
 
-def test_a_watch_is_given_up_after_a_bookmark_period_of_silence_and_relisted_at_once(
+def test_a_watch_is_given_up_after_a_watch_period_of_silence_and_relisted_at_once(
     started: Callable[..., tuple[Informer, FakeAPI, Recorder]], caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FakeClock()
     inf, api, rec = started([cm("web", 5)], 10, clock=clock)
     eventually(lambda: api.watches == ["10"], "the first watch")
-    # the read timeout is what the server's bookmarks allow, not the watch's length: a
-    # live watch (a bookmark a minute) is never given up, a dead one within 75 s; a
-    # cache is behind only once giving its watch up did not bring it back
+    # the read timeout is the watch's length and a margin: a live watch (ended by the
+    # server at its timeoutSeconds, bookmarks or not) is never given up, a dead one
+    # within 75 s; a cache is behind only once giving its watch up did not bring it back
     assert api.read_timeouts == [SILENCE_SECONDS]
-    assert BOOKMARK_SECONDS < SILENCE_SECONDS < 75 and SILENCE_SECONDS < BEHIND_SECONDS
+    assert api.timeouts == [WATCH_SECONDS]
+    assert WATCH_SECONDS < SILENCE_SECONDS < 75 and SILENCE_SECONDS < BEHIND_SECONDS
     api.items, api.list_rv = [cm("web", 12)], 20
     clock.now += SILENCE_SECONDS
     api.fall_silent()
@@ -604,6 +608,23 @@ def test_a_cache_is_behind_when_the_server_is_silent_past_the_bound(
     api.break_watch()  # a list is word too (the broken stream itself says nothing)
     eventually(lambda: not inf.behind(), "a relist to bring it back")
     assert api.lists == 2
+
+
+def test_a_watch_the_server_ended_is_word_from_it_even_without_an_event(
+    started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
+) -> None:
+    clock = FakeClock()
+    inf, api, _ = started([cm("web", 5)], 10, clock=clock)
+    eventually(lambda: api.watches == ["10"], "the first watch")
+    # a quiet kind: no event, no bookmark; the server ends each watch at its timeout
+    for watched in range(2, 5):
+        clock.now += WATCH_SECONDS
+        api.end_watch()
+        opened = functools.partial(lambda n: len(api.watches) == n, watched)
+        eventually(opened, "the watch opened again")
+        assert inf.silent_for() == 0 and not inf.behind()
+    # opened again from the resourceVersion it had: never listed, never given up
+    assert api.watches == ["10", "10", "10", "10"] and api.lists == 1 and inf.silences == 0
 
 
 def test_a_cache_never_synced_is_not_behind_but_unsynced() -> None:
