@@ -576,7 +576,7 @@ def test_a_watch_is_given_up_after_a_watch_period_of_silence_and_relisted_at_onc
     assert "the watch was silent for 70s" in caplog.text
 
 
-def test_a_read_timeout_before_a_bookmark_period_is_a_broken_stream(
+def test_a_read_timeout_before_a_watch_period_of_silence_is_a_broken_stream(
     started: Callable[..., tuple[Informer, FakeAPI, Recorder]],
 ) -> None:
     clock = FakeClock()
