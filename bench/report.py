@@ -329,7 +329,8 @@ def curve_table(curve: Results) -> list[str]:
         f"RSS per MyApp above an idle daemon's {curve.get('idle_rss_mib')} MiB, target ≤ 16):",
         "",
         "| N | replicas | floor (s) | cold, every write accepted (s) | ratio (≤ 1.25) "
-        "| rolled out (s) | cold CPU per MyApp (ms) | no-op resync (s) | its CPU per MyApp (ms) "
+        "| rolled out (s) | cold CPU per MyApp (ms) | no-op resync (s) "
+        "| its CPU per MyApp (ms; median, range of the passes) "
         "| its writes | diff (s) | push → applied, 1 % changed, p50 (s) (< 1) "
         "| its floor p50 (s) | ratio "
         "| drift in status p50 (s) | start to ready (s) | RSS (MiB) | RSS per MyApp (KiB) |",
@@ -340,13 +341,18 @@ def curve_table(curve: Results) -> list[str]:
             v for k, v in r["noop"]["server_requests"].items() if k.split("/")[0] in WRITES
         )
         d, per = r["daemon"], r["per_myapp"]
+        noop_cpu = str(per["noop_cpu_ms"])
+        if lo_hi := r["noop"].get("cpu_s_range"):
+            # (sizes measured before the curve took several passes have one)
+            lo, hi = (round(v * 1000 / int(n), 3) for v in lo_hi)
+            noop_cpu += f" ({lo}-{hi})"
         push = d["webhook_push_to_applied_s"]
         # (sizes measured before the push's floor was part of the curve have none)
         push_floor = (d.get("push_floor_s") or {}).get("p50", "?")
         rows.append(
             f"| {n} | {r['replicas']} | {r['floor']['s']} | {r['cold']['written_s']} "
             f"| {r['ratio_to_floor']} | {r['cold']['rolled_out_s']} | {per['cold_cpu_ms']} "
-            f"| {r['noop']['s']} | {per['noop_cpu_ms']} | {noop_writes} | {r['diff']['s']} "
+            f"| {r['noop']['s']} | {noop_cpu} | {noop_writes} | {r['diff']['s']} "
             f"| {push['p50']} ({d['push_changed']} MyApps) "
             f"| {push_floor} | {d.get('push_ratio_to_floor', '?')} "
             f"| {r['drift_in_status_s']['p50']} "
