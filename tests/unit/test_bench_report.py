@@ -230,14 +230,16 @@ def test_the_curve_sets_each_push_beside_its_floor_and_says_when_a_size_has_none
     assert "| 0.6 (10 MyApps) | ? | ? | 0.03 |" in rows[5]
 
 
-def test_the_curve_gives_the_no_op_cpu_per_myapp_with_the_range_of_its_passes() -> None:
+def test_the_curve_gives_the_no_op_cpu_with_its_range_and_start_to_ready_with_its_pass() -> None:
     several = _size(None)
     several["noop"] |= {"passes": 5, "cpu_s": 0.4, "cpu_s_range": [0.3, 0.6]}
     several["per_myapp"]["noop_cpu_ms"] = 0.2
+    several["daemon"] |= {"first_pass_s": 0.9, "first_fetch_s": 0.1}
     curve = {"idle_rss_mib": 57.0, "1000": _size(None), "2000": several}
     rows = report.curve_table(curve)
     assert "| 0.2 | 0 |" in rows[4]  # one pass, measured before: no range
     assert "| 0.2 (0.15-0.3) | 0 |" in rows[5]  # per MyApp: 0.3 s and 0.6 s over 2000
+    assert "| 1.5 | 80.0 |" in rows[4] and "| 1.5 (0.9) | 80.0 |" in rows[5]
 
 
 def test_a_curve_of_some_sizes_keeps_the_others_each_labelled_with_its_run() -> None:
