@@ -178,15 +178,12 @@ def compute(
 
 def _waiting(wait: orderlib.Wait | None, gen: int, prev: list[Obj]) -> Obj | None:
     """The Waiting condition: True while Git's change waits, False once it no longer
-    does (kept from then on, so ``kubectl wait --for=condition=Waiting=false`` works),
-    absent on a MyApp that never waited."""
+    does (kept from then on, its transition time too, so ``kubectl wait
+    --for=condition=Waiting=false`` works), absent on a MyApp that never waited."""
     if wait is not None:
         return condition(orderlib.WAITING, True, wait.reason, wait.message, gen, prev)
-    before = next((c for c in prev if c.get("type") == orderlib.WAITING), None)
-    if before is None:
+    if not any(c.get("type") == orderlib.WAITING for c in prev):
         return None
-    if before.get("status") == "False":
-        return {**before, "observedGeneration": gen}
     return condition(orderlib.WAITING, False, "Released", "no longer waiting", gen, prev)
 
 

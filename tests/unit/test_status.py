@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -100,6 +101,41 @@ def test_readiness_follows_the_deployment_not_the_myapp_replicas() -> None:
     )
 
 
+def test_what_neither_controller_has_said_yet_counts_as_zero() -> None:
+    # a MyApp the server has not given a generation (a body not stored yet), and a
+    # Deployment just created: its status is empty until the deployment controller looks
+    body = {"metadata": {"name": "web", "namespace": "ns"}, "spec": {"image": "x"}}
+    new = {"metadata": {"generation": 1}, "spec": {"replicas": 2}, "status": {}}
+    status = compute(body, new, drift=[])
+    assert (status["observedGeneration"], status["replicas"], status["availableReplicas"]) == (
+        0,
+        0,
+        0,
+    )
+    assert {c["observedGeneration"] for c in status["conditions"]} == {0}
+    assert status["phase"] == "Progressing"
+
+
+@pytest.mark.parametrize(
+    ("dep", "ready"),
+    [
+        pytest.param(deployment(**ROLLED_OUT), "True", id="what runs is available"),
+        pytest.param(deployment(replicas=2, updatedReplicas=1), "False", id="still rolling"),
+    ],
+)
+def test_a_suspended_myapp_says_so_and_is_ready_when_what_runs_is_available(
+    dep: dict[str, Any], ready: str
+) -> None:
+    app = myapp()
+    app["spec"]["suspend"] = True
+    cond = next(c for c in compute(app, dep, drift=[])["conditions"] if c["type"] == "Ready")
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        ready,
+        "Suspended",
+        "spec.suspend is set",
+    )
+
+
 def test_compute_then_same_means_no_write() -> None:
     app = myapp()
     dep = deployment(**ROLLED_OUT)
@@ -109,6 +145,8 @@ def test_compute_then_same_means_no_write() -> None:
     assert status["phase"] == "Available"
     types = {c["type"]: c["status"] for c in status["conditions"]}
     assert types == {"Ready": "True", "Drifted": "False", "Synced": "True"}
+    synced = next(c for c in status["conditions"] if c["type"] == "Synced")
+    assert (synced["reason"], synced["message"]) == ("Applied", f"applied revision {sync.revision}")
     again = compute(myapp(status=status), dep, drift=[], sync=None)
     assert same(status, again), "the sync's part is carried over; nothing changed"
 
@@ -272,7 +310,11 @@ def test_a_condition_keeps_its_transition_time_only_while_its_own_status_holds()
         "reason": "Progressing",
         "message": "m",
     }
-    # the status moved: a new time; another type's time is never taken
+    # the status moved: a new time, now's, as metav1.Time writes it; another type's time
+    # is never taken
+    moved = condition("Ready", True, "Available", "m", 3, previous)["lastTransitionTime"]
+    when = dt.datetime.strptime(moved, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    assert abs((dt.datetime.now(dt.UTC) - when).total_seconds()) < 60
     assert condition("Ready", True, "Available", "m", 3, previous)["lastTransitionTime"] not in (
         "ready-since",
         "synced-since",
