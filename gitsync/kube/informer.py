@@ -106,6 +106,7 @@ class Informer:
         self._clock = clock
         self.synced = threading.Event()
         self._handlers: list[Handler] = []
+        self._synced_handlers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,6 +120,11 @@ class Informer:
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
+
+    def add_synced_handler(self, handler: Callable[[], None]) -> None:
+        """``handler()`` each time a list is in and ``synced`` is set (the first list, and
+        each one after a relist or a new selector), after that list's events."""
+        self._synced_handlers.append(handler)
 
     def get(self, key: str) -> Obj | None:
         with self._lock:
@@ -333,6 +339,11 @@ class Informer:
             elif _rv(prev) != _rv(obj):
                 self._notify("MODIFIED", obj)
         self.synced.set()
+        for handler in self._synced_handlers:
+            try:
+                handler()
+            except Exception:
+                log.exception("informer %s: synced handler failed", self.name)
 
     def _watch(self, rv: str) -> None:
         try:

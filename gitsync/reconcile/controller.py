@@ -47,9 +47,6 @@ __all__ = ["Controller", "ControllerConfig", "Result", "foreign_deployment"]
 
 log = logging.getLogger(__name__)
 
-#: a MyApp served by another replica, or a cache being listed anew: looked at again then
-NOT_READY_RETRY = 0.2
-
 
 class Shard(Protocol):
     """The buckets this replica serves (a :class:`~gitsync.kube.members.Membership`)."""
@@ -132,8 +129,15 @@ class Controller:
             self.ledger,
         )
         self._threads: list[threading.Thread] = []
+        #: MyApps taken from the queue while the Deployments were being listed (at start,
+        #: or for new buckets): put back the moment that list is in. Retried on a timer
+        #: instead, every key went round the queue again and again for as long as the
+        #: list took, and both grow with N
+        self._parked: set[str] = set()
+        self._parked_lock = threading.Lock()
         self.myapps.add_handler(self._on_myapp)
         self.deployments.add_handler(self._on_deployment)
+        self.deployments.add_synced_handler(self._unpark)
 
     @property
     def gate(self) -> Gate:
@@ -287,11 +291,25 @@ class Controller:
                     self.ledger.forget(key)
                     forget_stamps(*key.split("/", 1))
                 return
-            if not self.deployments.synced.is_set():
-                # its Deployment may be on its way into the cache (buckets just taken)
-                self.queue.add_after(key, NOT_READY_RETRY)
-                return
-            self._reconcile(key)
+            if not self._park(key):
+                self._reconcile(key)
+
+    def _park(self, key: str) -> bool:
+        """Set ``key`` aside while the Deployments are being listed: its Deployment may be
+        on its way into the cache. Whether it was."""
+        with self._parked_lock:
+            # under the lock that _unpark empties the set with: a key parked after the
+            # list set ``synced`` is not parked at all, one parked before it is put back
+            if self.deployments.synced.is_set():
+                return False
+            self._parked.add(key)
+            return True
+
+    def _unpark(self) -> None:
+        with self._parked_lock:
+            parked, self._parked = self._parked, set()
+        for key in parked:
+            self.queue.add(key)
 
     def _reconcile(self, key: str) -> None:
         try:

@@ -19,7 +19,7 @@ from gitsync.model.api import Obj, subject
 from gitsync.model.instance import resolve
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.model.shards import bucket_of
-from gitsync.reconcile.controller import NOT_READY_RETRY, Controller, changed
+from gitsync.reconcile.controller import Controller, changed
 from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import Reconciler
 from gitsync.reconcile.result import Result, Served
@@ -292,17 +292,51 @@ def test_reconciles_counted_from_many_threads_lose_none() -> None:
     assert c.reconciles == 6 * 25
 
 
-def test_a_key_waits_while_the_deployment_cache_is_listed_anew() -> None:
+def test_a_key_waits_while_the_deployment_cache_is_listed_anew_and_comes_back_once() -> None:
     c, fake, clock = looping(Result())
     c.deployments.synced.clear()  # buckets taken: their Deployments are being listed
-    c._process(KEY)
+    for key in (KEY, "ns/other", KEY):
+        c._process(key)
     assert fake.keys == []  # not reconciled against a cache that lacks its Deployment
-    assert due(c) is None
-    clock.now += NOT_READY_RETRY
-    assert due(c) == KEY
-    c.deployments.synced.set()
+    # set aside, not back in the queue on a timer: however long the list takes, no key
+    # goes round again meanwhile
+    clock.now += 60.0
+    assert due(c) is None and c.queue.idle()
+    c.deployments._replace({}, "7")  # the list is in
+    assert sorted(filter(None, (due(c), due(c), due(c)))) == ["ns/other", KEY]
     c._process(KEY)
     assert fake.keys == [KEY]
+    # the next relist finds nothing set aside: nothing comes back
+    c.deployments._replace({}, "8")
+    assert due(c) is None
+
+
+def test_a_key_set_aside_as_the_list_comes_in_is_put_back_all_the_same() -> None:
+    """The list may come in between a worker's look at ``synced`` and its setting the key
+    aside: the look is made under the lock the list's handler takes the keys with."""
+    c, fake, _ = looping(Result())
+    looked, release = threading.Event(), threading.Event()
+
+    class Synced(threading.Event):
+        def is_set(self) -> bool:
+            seen = super().is_set()
+            if threading.current_thread().name == "worker":
+                looked.set()
+                release.wait(5)  # the list comes in now
+            return seen
+
+    c.deployments.synced = Synced()
+    worker = threading.Thread(target=c._process, args=(KEY,), name="worker")
+    worker.start()
+    assert looked.wait(5)
+    lister = threading.Thread(target=c.deployments._replace, args=({}, "7"))
+    lister.start()  # sets synced, then takes the keys set aside
+    time.sleep(0.05)
+    release.set()
+    worker.join(5)
+    lister.join(5)
+    assert fake.keys == []  # synced was clear when it looked
+    assert due(c) == KEY  # and the key is not lost
 
 
 class FakeShard:

@@ -484,6 +484,33 @@ def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> No
         api.end_watch()
 
 
+def test_the_synced_handlers_run_after_each_lists_events_and_one_failing_stops_none() -> None:
+    a, b = cm("a", 10), cm("b", 11, uid="uid-2")
+    a["metadata"]["labels"] = {"shard": "1"}
+    b["metadata"]["labels"] = {"shard": "2"}
+    api = FakeAPI([a, b], 12)
+    inf = Informer(api, "/api/v1/configmaps", label_selector="shard=1", name="test")
+    rec = Recorder()
+    inf.add_handler(rec)
+    calls: list[tuple[bool, int]] = []
+
+    def broken() -> None:
+        raise RuntimeError("a bug in a handler")
+
+    inf.add_synced_handler(broken)
+    inf.add_synced_handler(lambda: calls.append((inf.synced.is_set(), len(rec.seen))))
+    inf.start()
+    try:
+        assert inf.wait_synced(5)
+        eventually(lambda: calls == [(True, 1)], "a call after the first list's one event")
+        inf.reselect("shard=2")  # listed anew: b added, a deleted
+        eventually(lambda: len(calls) == 2, "a call after the second list")
+        assert calls[1] == (True, 3)
+    finally:
+        inf.stop()
+        api.end_watch()
+
+
 def test_a_hangup_before_the_stream_opens_keeps_it_from_opening() -> None:
     hangup = Hangup()
     hangup()  # no stream open: nothing to shut, but the next may not open
