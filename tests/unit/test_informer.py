@@ -450,7 +450,8 @@ def test_listed_items_are_kept_with_their_lists_kind_and_apiversion(
         inf.stop()
 
 
-def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> None:
+def _two_shards() -> tuple[Obj, Obj, FakeAPI, Informer, Recorder]:
+    """ConfigMaps a (shard 1) and b (shard 2), and an informer of shard 1, not started."""
     a, b = cm("a", 10), cm("b", 11, uid="uid-2")
     a["metadata"]["labels"] = {"shard": "1"}
     b["metadata"]["labels"] = {"shard": "2"}
@@ -458,6 +459,11 @@ def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> No
     inf = Informer(api, "/api/v1/configmaps", label_selector="shard=1", name="test")
     rec = Recorder()
     inf.add_handler(rec)
+    return a, b, api, inf, rec
+
+
+def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> None:
+    _, b, api, inf, rec = _two_shards()
     inf.start()
     try:
         assert inf.wait_synced(5)
@@ -485,13 +491,7 @@ def test_a_new_label_selector_ends_the_watch_and_relists_what_it_selects() -> No
 
 
 def test_the_synced_handlers_run_after_each_lists_events_and_one_failing_stops_none() -> None:
-    a, b = cm("a", 10), cm("b", 11, uid="uid-2")
-    a["metadata"]["labels"] = {"shard": "1"}
-    b["metadata"]["labels"] = {"shard": "2"}
-    api = FakeAPI([a, b], 12)
-    inf = Informer(api, "/api/v1/configmaps", label_selector="shard=1", name="test")
-    rec = Recorder()
-    inf.add_handler(rec)
+    _, _, api, inf, rec = _two_shards()
     calls: list[tuple[bool, int]] = []
 
     def broken() -> None:
