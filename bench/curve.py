@@ -204,7 +204,9 @@ def _daemon(kube: Kube, tmp: Path, n: int, ns: str, url: str, work: Path, replic
         "--listen", f"127.0.0.1:{port}", "--webhook-secret-file", str(secret),
         "--cache-dir", str(tmp / f"curve-{n}-daemon-cache"),
     ]  # fmt: skip
-    log = cluster.STATE / "logs" / f"bench-curve-{n}.log"
+    # beside the size's repository, not with the control plane's logs: the curve tears
+    # the control plane down after each size, and a fresh one starts with no logs
+    log = tmp / f"curve-{n}-daemon.log"
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
