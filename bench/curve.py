@@ -179,17 +179,18 @@ def _get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
-def _metric(port: int, name: str) -> float:
-    """A sample without labels from the daemon's /metrics (0 when absent)."""
+def _samples(port: int) -> dict[str, float]:
+    """The samples without labels of one scrape of the daemon's /metrics."""
     _, text = _get(f"http://127.0.0.1:{port}/metrics")
-    for line in text.splitlines():
-        if line.startswith(f"{name} "):
-            return float(line.split()[1])
-    return 0.0
+    return {
+        parts[0]: float(parts[1])
+        for parts in (line.split() for line in text.splitlines())
+        if len(parts) > 1 and not parts[0].startswith("#") and "{" not in parts[0]
+    }
 
 
 def _rss_mib(port: int) -> float:
-    return _metric(port, "process_resident_memory_bytes") / 2**20
+    return _samples(port).get("process_resident_memory_bytes", 0.0) / 2**20
 
 
 def _daemon(kube: Kube, tmp: Path, n: int, ns: str, url: str, work: Path, replicas: int) -> Results:
@@ -216,8 +217,9 @@ def _daemon(kube: Kube, tmp: Path, n: int, ns: str, url: str, work: Path, replic
         ready_s = time.perf_counter() - start
         # ready is the first pass done: its own time, of which the fetch, from the
         # summaries (one pass so far); the rest is the process's start and the caches
-        first_pass_s = _metric(port, "gitsync_sync_duration_seconds_sum")
-        first_fetch_s = _metric(port, "gitsync_git_fetch_duration_seconds_sum")
+        samples = _samples(port)
+        first_pass_s = samples.get("gitsync_sync_duration_seconds_sum", 0.0)
+        first_fetch_s = samples.get("gitsync_git_fetch_duration_seconds_sum", 0.0)
         time.sleep(5)
         rss = _rss_mib(port)
         changed = max(1, n // 100)

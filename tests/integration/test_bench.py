@@ -122,6 +122,14 @@ def test_the_curve_measures_every_figure_at_one_size(kube: Kube, crd: str, tmp_p
     assert r["diff"]["exit"] == 0 and r["daemon"]["push_changed"] == 1
     assert r["daemon"]["webhook_push_to_applied_s"]["p50"] > 0
     assert r["daemon"]["start_to_ready_s"] > 0 and r["daemon"]["rss_mib"] > 10
+    # ready is the first pass done: the pass, and its fetch, are a part of it
+    d = r["daemon"]
+    # (rounded to 10 ms: a fetch of 10 files may round to 0)
+    assert d["start_to_ready_s"] >= d["first_pass_s"] >= d["first_fetch_s"] >= 0
+    assert d["first_pass_s"] > 0
+    assert r["noop"]["passes"] == curvelib.NOOP_PASSES
+    lo, hi = r["noop"]["cpu_s_range"]
+    assert lo <= r["noop"]["cpu_s"] <= hi
     push_floor = r["daemon"]["push_floor_s"]
     assert push_floor["p50"] > 0
     assert r["daemon"]["push_ratio_to_floor"] == round(
