@@ -33,6 +33,7 @@ import yaml
 from bench.common import app_yaml, delta, git_repo, namespace, server_requests, wait
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.kube.client import Kube, path_of
+from gitsync.model.api import Obj
 from gitsync.model.render import render
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source.checkout import open_source
@@ -86,25 +87,71 @@ def floor(kube: Kube, n: int) -> Results:
 
 
 def until_applied(
-    kube: Kube, ns: str, names: list[str], image: str, send: Callable[[], None]
+    kube: Kube,
+    ns: str,
+    names: list[str],
+    image: str,
+    send: Callable[[], None],
+    timeout: float = 600.0,
 ) -> float:
     """Seconds from ``send()`` until every Deployment ``names`` in ``ns`` has ``image``:
     watched from the server's version before it, not polled (threads of GETs would load
-    the API server the figure measures)."""
+    the API server the figure measures).
+
+    A watch the server ends early (it may, under load: an ERROR event, or the stream
+    closed) is resumed from the last version seen; one whose version is gone (410) is
+    begun anew from the server's version now, and the Deployments still awaited read
+    once (what they held before that version no event will bring)."""
     deps = path_of("Deployment", ns)
-    rv = kube.list(deps, params={"limit": 1})["metadata"]["resourceVersion"]
+    rv = _version(kube, deps)
     start = time.perf_counter()
+    deadline = start + timeout
     send()
     left = set(names)
-    params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": 600}
-    for event in kube.stream(deps, params=params, read_timeout=660):
-        obj = event.get("object") or {}
-        name = str((obj.get("metadata") or {}).get("name"))
-        if name in left and obj["spec"]["template"]["spec"]["containers"][0]["image"] == image:
-            left.discard(name)
+    ended: list[str] = []
+    while (remaining := deadline - time.perf_counter()) > 0:
+        params: dict[str, str | int] = {
+            "watch": "true",
+            "resourceVersion": rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": max(1, int(remaining)),
+        }
+        why = "the server closed the watch"
+        for event in kube.stream(deps, params=params, read_timeout=remaining + 60):
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                why = f"{obj.get('code')} {obj.get('message')}"
+                break
+            rv = obj["metadata"]["resourceVersion"]
+            name = obj["metadata"].get("name")
+            if name in left and _image(obj) == image:
+                left.discard(name)
+                if not left:
+                    return time.perf_counter() - start
+        if time.perf_counter() >= deadline:
+            break
+        ended.append(why)
+        print(f"bench: the watch of {deps} ended early ({why}); resumed", flush=True)
+        if why.startswith("410 "):
+            rv = _version(kube, deps)
+            left -= {n for n in left if _image(kube.get(f"{deps}/{n}")) == image}
             if not left:
                 return time.perf_counter() - start
-    raise TimeoutError(f"{len(left)} of {len(names)} Deployments without {image} in 600 s")
+        else:
+            time.sleep(0.5)  # not at once: a server that closes watches at once
+    early = f"; the watch ended early {len(ended)} times, last: {ended[-1]}" if ended else ""
+    raise TimeoutError(
+        f"{len(left)} of {len(names)} Deployments without {image} in {timeout:.0f} s{early}"
+    )
+
+
+def _version(kube: Kube, path: str) -> str:
+    """The server's resource version now (a list of one item: read from etcd)."""
+    return str(kube.list(path, params={"limit": 1})["metadata"]["resourceVersion"])
+
+
+def _image(deployment: Obj) -> str:
+    return str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
 def push_once(
