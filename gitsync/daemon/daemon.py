@@ -65,6 +65,9 @@ LATER_JOIN_TIMEOUT = 10.0
 #: how long shutdown waits for each thread run() started: the leader's last step (its
 #: calls have the renew deadline, 10 s by default), the HTTP loop's last answers
 THREAD_JOIN_TIMEOUT = 15.0
+#: how long a pass waits for the caches' first list before it is postponed (and asked
+#: for again at once: the wait goes on, a shutdown can come between)
+SYNCED_WAIT = 60.0
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,11 @@ class Daemon:
         self._start("http", self.http.serve_forever)
         log.info("listening on %s:%d", *self.http.server_address[:2])
         self.controller.start()
+        if self.leader is None:
+            # no election: this replica leads from the start, and the schedule's first
+            # run (now) is its first pass; a trigger would queue a second one behind it
+            self._lead()
+            self._why = Trigger("leading")
         self.schedule()
         serving: threading.Thread | None = None
         if self.membership is not None:
@@ -240,8 +248,6 @@ class Daemon:
                     leader.run, self.stop_event, self._on_leading, self._on_stopped_leading
                 ),
             )
-        else:
-            self._on_leading()
         # wake up now and then: a signal delivered to another thread only runs its
         # Python handler when the main thread next runs, and a bare wait() never does
         while not self.stop_event.wait(0.5):
@@ -339,6 +345,10 @@ class Daemon:
         if self.syncer is None:
             return
         self._why = Trigger(why, delivery)
+        self._run_now()
+
+    def _run_now(self) -> None:
+        """The sync job's next run moved to now: after the pass that runs, if one does."""
         try:
             self.scheduler.modify_job(JOB_ID, next_run_time=dt.datetime.now(dt.UTC))
         except LookupError:
@@ -370,9 +380,12 @@ class Daemon:
             signal.signal(signal.SIGUSR2, on_usr2)
 
     def _on_leading(self) -> None:
+        self._lead()
+        self.trigger("leading")
+
+    def _lead(self) -> None:
         self.metrics.set("gitsync_leader", 1)
         self.controller.resync()
-        self.trigger("leading")
 
     def _count_rollouts(
         self, _obj: Obj, _type: EventType, reason: str, _message: str, _details: Obj | None
@@ -455,8 +468,11 @@ class Daemon:
             # the first sync (ready); taking its buckets brings the pass (_on_buckets)
             log.debug("sync postponed: this member's buckets are not settled yet")
             return
-        if not self.controller.wait_synced(60):
+        if not self.controller.wait_synced(SYNCED_WAIT):
+            # looked at again at once, not at the next poll: what asked for the pass
+            # (the start, a push) is still waiting, its reason kept for the pass
             log.warning("caches not synced yet; sync postponed")
+            self._run_now()
             return
         # scheduled before the pass: a pass that fails still leaves the next edge's pass
         self._at_next_window_edge()

@@ -6,6 +6,7 @@ the test lets each one finish; the real APScheduler runs them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -36,7 +37,7 @@ class GatedSyncer:
         self._lock = threading.Lock()
         self._gate = threading.Semaphore(0)
 
-    def run(self) -> SimpleNamespace:
+    def run(self) -> ChangeSet:
         with self._lock:
             self.started += 1
             self.running += 1
@@ -44,15 +45,7 @@ class GatedSyncer:
         self._gate.acquire()
         with self._lock:
             self.running -= 1
-        return SimpleNamespace(
-            ok=True,
-            seconds=0.0,
-            fetch_seconds=0.0,
-            count=lambda _action: 0,
-            prune_skipped=False,
-            revision="abc",
-            summary=lambda: "nothing",
-        )
+        return ChangeSet(revision="abc")
 
     def finish_one(self) -> None:
         self._gate.release()
@@ -218,6 +211,70 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     assert left == []
     assert stopped == ["controller"]
     assert (leader.released, leader.steps_after_release) == (1, 0)
+
+
+def _started(syncer: GatedSyncer, synced: list[bool]) -> tuple[Daemon, list[str]]:
+    """A daemon without leader election, its caches synced as ``synced`` says at each
+    wait for them (then always), its passes' reasons in the list."""
+    fake = SimpleNamespace(
+        myapps=SimpleNamespace(synced=threading.Event(), items=list),
+        kube=SimpleNamespace(requests={}),
+        queue=[],
+        sharded=False,
+        ledger=Ledger(),
+        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
+        events=SimpleNamespace(dropped=0, listeners=[]),
+        silences=dict,
+        cache_sizes=dict,
+        caches_behind=list,
+        wait_synced=lambda _timeout: synced.pop(0) if synced else True,
+        start=lambda: None,
+        resync=lambda: None,
+        stop=lambda: None,
+    )
+    options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
+    daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
+    whys: list[str] = []
+    daemon.pass_listeners.append(lambda _result, why: whys.append(why.reason))
+    return daemon, whys
+
+
+@contextlib.contextmanager
+def _running(daemon: Daemon, syncer: GatedSyncer) -> Iterator[None]:
+    runner = threading.Thread(target=daemon.run, name="test-run")
+    runner.start()
+    try:
+        yield
+    finally:
+        daemon.stop()
+        for _ in range(5):
+            syncer.finish_one()
+        runner.join(30)
+        assert not runner.is_alive()
+
+
+def test_a_replica_without_election_starts_with_one_pass_for_leading() -> None:
+    """It leads from the start: the schedule's first run is its first pass, with no
+    second one queued behind it (a full pass over every MyApp, for nothing)."""
+    syncer = GatedSyncer()
+    daemon, whys = _started(syncer, [])
+    with _running(daemon, syncer):
+        wait_for(lambda: syncer.started == 1, "the first pass")
+        syncer.finish_one()
+        wait_for(lambda: whys == ["leading"], "the first pass to end")
+        time.sleep(0.5)  # (room for a pass that should not come)
+        assert (syncer.started, whys) == (1, ["leading"])
+        assert daemon.metrics.get("gitsync_leader") == 1
+
+
+def test_a_pass_the_caches_were_not_ready_for_is_asked_for_again_at_once() -> None:
+    """Not at the next poll (an hour here): the start still waits for its pass."""
+    syncer = GatedSyncer()
+    daemon, whys = _started(syncer, [False, False])
+    with _running(daemon, syncer):
+        wait_for(lambda: syncer.started == 1, "the pass, once the caches are synced")
+        syncer.finish_one()
+        wait_for(lambda: whys == ["leading"], "the pass to end, for the start")
 
 
 def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
