@@ -8,7 +8,7 @@ import json
 import posixpath
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 import yaml
@@ -28,6 +28,10 @@ from gitsync.source.checkout import GitSource, LocalSource, Revision, open_sourc
 from gitsync.source.gitenv import Credentials
 from gitsync.source.giturl import redact_url
 from gitsync.source.keyring import verifier_of
+
+#: connections beyond the sync pass's threads and the workers': the two watches hold one
+#: each for as long as they run; the Lease, the Events and the pins take one now and then
+POOL_EXTRA: Final = 8
 
 
 def source(flags: Flags) -> GitSource | LocalSource:
@@ -127,8 +131,11 @@ def read_manifests(flags: Flags, rev: Revision, namespace: str) -> manifests.Loa
     )
 
 
-def connect(flags: Flags) -> Kube:
-    kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
+def connect(flags: Flags, workers: int = ControllerConfig.workers) -> Kube:
+    # a connection for each thread that may send at once (a pool smaller than that
+    # throws connections away, and each one opened again costs a TLS handshake)
+    pool = max(1, flags.concurrency) + workers + POOL_EXTRA
+    kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context, pool_size=pool)
     # a wrong CA or a refused token ends the command here, with the reason, rather than
     # in informers that would retry it until a timeout
     kube.check()

@@ -182,7 +182,7 @@ def run(**kw: Any) -> None:
     flags, own = parse_run(kw)
     # before any connection: a bad --instance-name is a usage error
     identity = common.identity(flags)
-    kube = common.connect(flags)
+    kube = common.connect(flags, own.workers)
     namespaces = flags.namespaces(kube.namespace)
     controller = common.controller(
         flags, kube, workers=own.workers, namespace=flags.watch_namespace

@@ -5,15 +5,20 @@ real API server; gitsync runs as a process of its own."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitsync.cli import common
+from gitsync.cli.flags import Flags
 from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, resource_path
 from tests.integration.test_deploy import Install, install  # noqa: F401 (a fixture)
@@ -253,3 +258,48 @@ def test_refused_credentials_fail_the_cli_at_once_naming_the_server(
     assert proc.returncode == 1, proc.stderr
     assert f"the API server {server} did not accept the credentials (401" in proc.stderr
     assert time.monotonic() - start < 15
+
+
+# --- connections ---------------------------------------------------------------------------
+
+
+def test_gitsync_run_has_a_connection_for_every_thread_that_sends_at_once(
+    kubeconfig: str, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pass's threads (--concurrency), the workers (--workers) and the two watches
+    send at once; a pool smaller than that opens connections only to throw them away
+    (each a TLS handshake again), and urllib3 warns of each."""
+    workers = 4
+    kube = common.connect(Flags(kubeconfig=kubeconfig), workers)
+    senders = Flags().concurrency + workers
+    before = kube.requests["GET"]  # (connect's check of the server)
+    watching = [
+        threading.Thread(
+            target=lambda: list(
+                kube.stream(
+                    resource_path("v1", "configmaps", namespace),
+                    params={"watch": "true", "timeoutSeconds": 5},
+                )
+            )
+        )
+        for _ in range(2)
+    ]
+    together = threading.Barrier(senders)
+
+    def send() -> None:
+        for _ in range(5):
+            together.wait(30)
+            kube.get(resource_path("v1", "namespaces", "", namespace))
+
+    caplog.set_level(logging.WARNING, logger="urllib3.connectionpool")
+    try:
+        for w in watching:
+            w.start()
+        with ThreadPoolExecutor(senders) as pool:
+            list(pool.map(lambda _i: send(), range(senders)))
+        for w in watching:
+            w.join(30)
+    finally:
+        kube.close()
+    assert [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()] == []
+    assert kube.requests["GET"] - before == senders * 5
