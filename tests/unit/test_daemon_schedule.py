@@ -58,21 +58,34 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
+def _controller(
+    windows: Windows | None = None,
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    **more: object,
+) -> SimpleNamespace:
+    """A stand-in for the controller: caches that hold nothing, no sync windows (or
+    ``windows``), caches synced at once; ``more`` adds to it or replaces."""
+    return SimpleNamespace(
+        **{
+            "myapps": SimpleNamespace(synced=threading.Event(), items=list),
+            "kube": SimpleNamespace(requests={}),
+            "queue": [],
+            "sharded": False,
+            "ledger": Ledger(),
+            "gate": SimpleNamespace(windows=windows or Windows(), now=now),
+            "events": SimpleNamespace(dropped=0, listeners=[]),
+            "silences": dict,
+            "cache_sizes": dict,
+            "caches_behind": list,
+            "wait_synced": lambda _timeout: True,
+            **more,
+        }
+    )
+
+
 @pytest.fixture
 def scheduled() -> Iterator[tuple[Daemon, GatedSyncer]]:
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
-        wait_synced=lambda _timeout: True,
-    )
+    fake = _controller()
     syncer = GatedSyncer()
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
     daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
@@ -168,21 +181,8 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
     controller's: each has an owner that stops and joins it, so none is left running
     after run() returns."""
     stopped: list[str] = []
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
-        wait_synced=lambda _timeout: True,
-        start=lambda: None,
-        resync=lambda: None,
-        stop=lambda: stopped.append("controller"),
+    fake = _controller(
+        start=lambda: None, resync=lambda: None, stop=lambda: stopped.append("controller")
     )
     syncer = GatedSyncer()
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
@@ -216,17 +216,7 @@ def test_run_stops_and_joins_every_thread_it_starts() -> None:
 def _started(syncer: GatedSyncer, synced: list[bool]) -> tuple[Daemon, list[str]]:
     """A daemon without leader election, its caches synced as ``synced`` says at each
     wait for them (then always), its passes' reasons in the list."""
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
+    fake = _controller(
         wait_synced=lambda _timeout: synced.pop(0) if synced else True,
         start=lambda: None,
         resync=lambda: None,
@@ -278,19 +268,7 @@ def test_a_pass_the_caches_were_not_ready_for_is_asked_for_again_at_once() -> No
 
 
 def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
-        wait_synced=lambda _timeout: True,
-    )
+    fake = _controller()
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=interval, jitter=0)
     return Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
 
@@ -341,19 +319,7 @@ def test_a_pass_sets_how_many_myapps_each_hold_keeps_from_git() -> None:
         Change("MyApp/shop/d", "unchanged"),
         Change("MyApp/shop/e", "configured", reason="drift corrected"),
     ]
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(), now=lambda: dt.datetime.now(dt.UTC)),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
-        wait_synced=lambda _timeout: True,
-    )
+    fake = _controller()
     syncer = SimpleNamespace(run=lambda: ChangeSet(changes=held), pins=None, incremental=False)
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False)
     daemon = Daemon(cast(Controller, fake), cast(Syncer, syncer), options)
@@ -374,19 +340,7 @@ def test_a_pass_is_scheduled_a_second_after_each_window_edge() -> None:
     """Catch-up: what a window held is applied when it opens, not at the next poll."""
     night = parse_all(["deny 0 22 * * * 8h Europe/Berlin name=night"])
     clock = [dt.datetime(2027, 1, 4, 3, 0, tzinfo=dt.UTC)]  # 04:00 Berlin: closed
-    fake = SimpleNamespace(
-        myapps=SimpleNamespace(synced=threading.Event(), items=list),
-        kube=SimpleNamespace(requests={}),
-        queue=[],
-        sharded=False,
-        ledger=Ledger(),
-        gate=SimpleNamespace(windows=Windows(night), now=lambda: clock[0]),
-        events=SimpleNamespace(dropped=0, listeners=[]),
-        silences=dict,
-        cache_sizes=dict,
-        caches_behind=list,
-        wait_synced=lambda _timeout: True,
-    )
+    fake = _controller(windows=Windows(night), now=lambda: clock[0])
     options = DaemonOptions(listen="127.0.0.1:0", leader_elect=False, interval=3600, jitter=0)
     daemon = Daemon(cast(Controller, fake), cast(Syncer, GatedSyncer()), options)
     daemon.scheduler.start(paused=True)  # as after schedule(), with nothing run
