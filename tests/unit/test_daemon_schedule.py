@@ -260,11 +260,53 @@ def test_a_replica_without_election_starts_with_one_pass_for_leading() -> None:
 def test_a_pass_the_caches_were_not_ready_for_is_asked_for_again_at_once() -> None:
     """Not at the next poll (an hour here): the start still waits for its pass."""
     syncer = GatedSyncer()
-    daemon, whys = _started(syncer, [False, False])
+    synced = [False, False]
+    daemon, whys = _started(syncer, synced)
     with _running(daemon, syncer):
         wait_for(lambda: syncer.started == 1, "the pass, once the caches are synced")
+        assert synced == []  # not before: each "not synced" postponed it
         syncer.finish_one()
         wait_for(lambda: whys == ["leading"], "the pass to end, for the start")
+
+
+class LaterLeader(FakeLeader):
+    """Leads when the test says so (the schedule's first run finds it a standby)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.leading = False
+
+    def run(
+        self, stop: threading.Event, on_started: Callable[[], None], _on_stopped: object
+    ) -> None:
+        while not self.go.wait(0.02):
+            if stop.is_set():
+                return
+        self.leading = True
+        on_started()
+        stop.wait()
+
+    def is_leader(self) -> bool:
+        return self.leading and not self.released
+
+
+def test_a_replica_that_becomes_leader_looks_at_every_myapp_and_runs_a_pass() -> None:
+    syncer = GatedSyncer()
+    resyncs: list[bool] = []
+    daemon, whys = _started(syncer, [])
+    daemon.controller.resync = lambda: resyncs.append(True)  # type: ignore[method-assign]
+    leader = LaterLeader()
+    daemon.leader = leader  # type: ignore[assignment]
+    with _running(daemon, syncer):
+        time.sleep(0.5)  # (the schedule's first run: a standby's, no pass)
+        assert (syncer.started, resyncs) == (0, [])
+        leader.go.set()
+        wait_for(lambda: syncer.started == 1, "the pass for leading")
+        assert resyncs == [True]
+        assert daemon.metrics.get("gitsync_leader") == 1
+        syncer.finish_one()
+        wait_for(lambda: whys == ["leading"], "the pass to end")
 
 
 def _daemon(syncer: GatedSyncer, interval: float) -> Daemon:
