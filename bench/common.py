@@ -207,6 +207,11 @@ def rss_mib(pid: int) -> float:
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
 
 
+def image_of(dep: dict[str, Any]) -> str:
+    """The image of a Deployment's (one) container."""
+    return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
 def git_repo(tmp: Path, name: str, ns: str, n: int, replicas: int = 1) -> tuple[Path, Path]:
     """A bare repository of n MyApps and the work tree that pushes to it."""
     bare, work = tmp / f"{name}.git", tmp / f"{name}-work"

@@ -30,10 +30,17 @@ from typing import Any
 
 import yaml
 
-from bench.common import app_yaml, delta, git_repo, namespace, server_requests, wait
+from bench.common import (
+    app_yaml,
+    delta,
+    git_repo,
+    image_of,
+    namespace,
+    server_requests,
+    wait,
+)
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.kube.client import Kube, path_of
-from gitsync.model.api import Obj
 from gitsync.model.render import render
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source.checkout import open_source
@@ -124,7 +131,7 @@ def until_applied(
                 break
             rv = obj["metadata"]["resourceVersion"]
             name = obj["metadata"].get("name")
-            if name in left and _image(obj) == image:
+            if name in left and image_of(obj) == image:
                 left.discard(name)
                 if not left:
                     return time.perf_counter() - start
@@ -134,7 +141,7 @@ def until_applied(
         print(f"bench: the watch of {deps} ended early ({why}); resumed", flush=True)
         if why.startswith("410 "):
             rv = _version(kube, deps)
-            left -= {n for n in left if _image(kube.get(f"{deps}/{n}")) == image}
+            left -= {n for n in left if image_of(kube.get(f"{deps}/{n}")) == image}
             if not left:
                 return time.perf_counter() - start
         else:
@@ -148,10 +155,6 @@ def until_applied(
 def _version(kube: Kube, path: str) -> str:
     """The server's resource version now (a list of one item: read from etcd)."""
     return str(kube.list(path, params={"limit": 1})["metadata"]["resourceVersion"])
-
-
-def _image(deployment: Obj) -> str:
-    return str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
 def push_once(

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import versus
-from bench.common import KUBECTL, app_yaml, namespace, sh, wait
+from bench.common import KUBECTL, app_yaml, image_of, namespace, sh, wait
 from bench.gitserver import GitHttpServer
-from bench.rollback import deployment_available, image_of
+from bench.rollback import deployment_available
 from gitsync.kube.client import Kube
 
 Results = dict[str, Any]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import versus
-from bench.common import KUBECTL, app_yaml, namespace, sh, wait
+from bench.common import KUBECTL, app_yaml, image_of, namespace, sh, wait
 from bench.gitserver import GitHttpServer
 from gitsync.kube.client import Kube
 from gitsync.model import rollout
@@ -49,10 +49,6 @@ class Settings:
     #: how long past the last deadline Flux's apps are watched for a recovery
     wait: float = float(os.environ.get("GITSYNC_BENCH_ROLLBACK_WAIT", "30"))
     timeout: float = 300.0
-
-
-def image_of(dep: dict[str, Any]) -> str:
-    return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
 def deployment_available(dep: dict[str, Any]) -> bool:

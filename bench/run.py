@@ -83,6 +83,7 @@ from bench.common import (
     drift_in_status,
     ensure_nodes,
     git_repo,
+    image_of,
     kubectl_scale,
     namespace,
     percentiles,
@@ -387,7 +388,7 @@ def _commit_and_wait(
 
     def applied() -> bool:
         dep = kube.get(path_of("Deployment", ns, "app-0000"))
-        return bool(dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"nginx:1.{i}")
+        return image_of(dep) == f"nginx:1.{i}"
 
     wait("the push to be applied", applied, timeout=60, every=0.05)
     return time.perf_counter() - start
