@@ -184,6 +184,8 @@ class Operator(Protocol):
 
     def requeue(self, key: str, after: float) -> None: ...
 
+    def retry(self, key: str, result: Result) -> None: ...
+
     @property
     def myapps(self) -> Cache: ...
 
@@ -582,6 +584,10 @@ class Syncer:
             )
         if done.error:
             log.error("apply failed: %s", done.error, extra={"key": key})
+            if done.temporary:
+                # a timeout, a 5xx, a conflict: the workers try it again with backoff
+                # (Git's body, this revision), not the next pass an interval away
+                self.controller.retry(key, done)
             return Change(who, "failed", reason=done.error)
         if done.requeue_after is not None:
             # its status is held back: a worker writes it (see STATUS_WAIT)

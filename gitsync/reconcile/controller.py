@@ -193,6 +193,16 @@ class Controller:
         """Have a worker take ``key`` again in ``after`` seconds (or sooner, on an event)."""
         self.queue.add_after(key, after)
 
+    def retry(self, key: str, result: Result) -> None:
+        """Have a worker try ``key`` again after ``result``'s failure: after the server's
+        hint when throttled, else after the key's backoff (which grows with each failure
+        in a row, until a success forgets it)."""
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+            return
+        delay = self.queue.add_rate_limited(key)
+        log.warning("reconcile failed: %s; retry in %.1fs", result.error, delay, extra={"key": key})
+
     # --- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
@@ -322,10 +332,7 @@ class Controller:
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         elif result.retry:
-            delay = self.queue.add_rate_limited(key)
-            log.warning(
-                "reconcile failed: %s; retry in %.1fs", result.error, delay, extra={"key": key}
-            )
+            self.retry(key, result)
         else:
             # done, or failed for good (recorded in status): a change brings it back
             self.queue.forget(key)

@@ -61,6 +61,9 @@ class Record:
     #: when its status was held back for the deployment controller's word on a
     #: Deployment spec just written
     awaiting_since: float | None = None
+    #: Git's declaration did not apply for a reason that may pass (a timeout, a 5xx):
+    #: the queue's retries apply it again, as the pass would, instead of the next pass
+    retry: bool = False
     #: what Git's change to it waits for (a dependency, a window), set by
     #: :meth:`Ledger.set_wait` alone (which keeps the index of who waits on whom)
     wait: Wait | None = None
@@ -109,6 +112,7 @@ class Ledger:
             for key in keys:
                 if (rec := self._records.get(key)) is not None:
                     rec.declared = rec.wait = None
+                    rec.retry = False
                     self._unindex(key)
 
     def forget(self, key: str) -> None:

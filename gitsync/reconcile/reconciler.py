@@ -114,59 +114,77 @@ class Reconciler:
         moments ago, showed no Deployment of this name (one LIST per namespace instead
         of one GET per new MyApp). A permanent failure to apply the Deployment is
         recorded in status and an Event, and returned as permanent: it waits for the
-        MyApp or its Deployment to change."""
+        MyApp or its Deployment to change.
+
+        A pass's apply that failed for a reason that may pass (``Result.temporary``) is
+        remembered (``Record.retry``): until one succeeds, a reconcile without
+        ``declared`` is the pass's again, with the body and revision Git declared, so
+        the queue's backoff retries it rather than the next pass (a worker's reconcile
+        alone would create no MyApp, and would only report Git's change to one whose
+        drift policy is ``report``)."""
         with self._key_locks.hold(key):
             with self._count_lock:
                 self.reconciles += 1
             rec = self.ledger.record(key)
             if declared is not None:
                 rec.declared = declared
-            live = self.myapps.get(key)
-            # a MyApp Git declares that was not created while its change waited is
-            # created when the wait ends (the event of what it waited for brings it here)
-            waited = live is None and rec.declared is not None and rec.wait is not None
-            if (
-                declared is None
-                and not waited
-                and (live is None or live["metadata"].get("deletionTimestamp"))
-            ):
-                self.ledger.forget_reconcile(key)
-                forget_stamps(*key.split("/", 1))
-                return Result()  # the garbage collector takes the Deployment
-            action: MyAppAction = "failed"
-            try:
-                served = self._converge_myapp(key, live, rec)
-                if served is None:
-                    # not declared (gone or foreign, nothing to serve), or not created
-                    # while its change waits
-                    wait = rec.wait
-                    return Result(held=wait.message, hold=wait.hold) if wait else Result()
-                action = served.action
-                changed = action != "unchanged"
-                # the revision a MyApp reports is the one that last changed it: the
-                # pass's, or the one a change that waited came from
-                source = declared or (rec.declared if changed else None)
-                if source is not None:
-                    rec.sync = statuslib.source_for(changed, served.myapp, source.sync)
-                return self._deployment_and_status(
-                    key,
-                    rec,
-                    served,
-                    from_git=declared is not None,
-                    deployment_absent=deployment_absent,
-                )
-            except APITooManyRequestsError as e:
-                # throttled: the caller waits the hint out and tries again; an Event or a
-                # status write now would only be one more request for the server to refuse
-                return Result(requeue_after=e.retry_after, error=str(e), action=action)
-            except (GitsyncError, ValueError) as e:
-                # the MyApp could not be applied, or its status not written: tried again
-                # with backoff, even when the error is permanent (what Git declares for
-                # this key changes with no watch event of it); a pass's revision did not
-                # apply, and Synced says so
-                if declared is not None:
-                    self._sync_failed(key, rec, declared, str(e))
-                return Result(error=str(e), action=action)
+            elif rec.retry and rec.declared is not None:
+                declared = rec.declared
+            result = self._reconcile(key, rec, declared, deployment_absent)
+            if declared is not None:
+                rec.retry = result.temporary
+            return result
+
+    def _reconcile(
+        self, key: str, rec: Record, declared: Declared | None, deployment_absent: bool
+    ) -> Result:
+        live = self.myapps.get(key)
+        # a MyApp Git declares that was not created while its change waited is
+        # created when the wait ends (the event of what it waited for brings it here)
+        waited = live is None and rec.declared is not None and rec.wait is not None
+        if (
+            declared is None
+            and not waited
+            and (live is None or live["metadata"].get("deletionTimestamp"))
+        ):
+            self.ledger.forget_reconcile(key)
+            forget_stamps(*key.split("/", 1))
+            return Result()  # the garbage collector takes the Deployment
+        action: MyAppAction = "failed"
+        try:
+            served = self._converge_myapp(key, live, rec)
+            if served is None:
+                # not declared (gone or foreign, nothing to serve), or not created
+                # while its change waits
+                wait = rec.wait
+                return Result(held=wait.message, hold=wait.hold) if wait else Result()
+            action = served.action
+            changed = action != "unchanged"
+            # the revision a MyApp reports is the one that last changed it: the
+            # pass's, or the one a change that waited came from
+            source = declared or (rec.declared if changed else None)
+            if source is not None:
+                rec.sync = statuslib.source_for(changed, served.myapp, source.sync)
+            return self._deployment_and_status(
+                key,
+                rec,
+                served,
+                from_git=declared is not None,
+                deployment_absent=deployment_absent,
+            )
+        except APITooManyRequestsError as e:
+            # throttled: the caller waits the hint out and tries again; an Event or a
+            # status write now would only be one more request for the server to refuse
+            return Result(requeue_after=e.retry_after, error=str(e), action=action, temporary=True)
+        except (GitsyncError, ValueError) as e:
+            # the MyApp could not be applied, or its status not written: tried again
+            # with backoff, even when the error is permanent (what Git declares for
+            # this key changes with no watch event of it); a pass's revision did not
+            # apply, and Synced says so
+            if declared is not None:
+                self._sync_failed(key, rec, declared, str(e))
+            temporary = isinstance(e, GitsyncError) and e.temporary
+            return Result(error=str(e), action=action, temporary=temporary)
 
     def _sync_failed(self, key: str, rec: Record, declared: Declared, error: str) -> None:
         """Synced=False on the MyApp (when it exists): this revision did not apply."""
@@ -212,7 +230,7 @@ class Reconciler:
                 s = rec.sync or statuslib.SyncInfo("", "", "")
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
             elif not permanent:
-                return Result(error=error, action=action, held=held, hold=hold)
+                return Result(error=error, action=action, held=held, hold=hold, temporary=True)
         if outcome is not None and (wait := self._status_wait(rec, outcome, state)):
             return Result(
                 requeue_after=wait,
@@ -224,7 +242,14 @@ class Reconciler:
             )
         self._status(key, rec, myapp, items, outcome, error, state)
         if error:
-            return Result(permanent=permanent, error=error, action=action, held=held, hold=hold)
+            return Result(
+                permanent=permanent,
+                error=error,
+                action=action,
+                held=held,
+                hold=hold,
+                temporary=not permanent,
+            )
         return Result(action=action, outcome=outcome, held=held, hold=hold, paths=served.paths)
 
     def _judge_rollout(

@@ -25,13 +25,17 @@ class Result:
     ``error`` without ``permanent``: it failed for now (a timeout, a 5xx) and is tried
     again with the queue's backoff; ``permanent``: it failed for good with these inputs
     (recorded in status and an Event) and waits for the MyApp or its Deployment to
-    change (the reading of :attr:`gitsync.errors.GitsyncError.temporary`). Otherwise
-    done: the key's backoff is forgotten. ``action`` is what happened to the MyApp
-    object, ``outcome`` to its Deployment."""
+    change (the reading of :attr:`gitsync.errors.GitsyncError.temporary`).
+    ``temporary``: the error may pass by itself (a timeout, a 5xx, a conflict,
+    throttling); a sync pass's apply that failed so is tried again by the queue's
+    backoff with Git's body (:attr:`gitsync.reconcile.ledger.Record.retry`), not
+    only by the next pass. Otherwise done: the key's backoff is forgotten. ``action``
+    is what happened to the MyApp object, ``outcome`` to its Deployment."""
 
     requeue_after: float | None = None
     permanent: bool = False
     error: str = ""
+    temporary: bool = False
     action: MyAppAction = "unchanged"
     outcome: Outcome | None = None
     #: why Git's spec for the MyApp is not what runs (a rollback holds it back, or its

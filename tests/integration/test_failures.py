@@ -3,17 +3,23 @@ ConfigMap, ``gitsync drift``, the MyApp's Synced=False condition, and the metric
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gitsync.daemon.daemon import Daemon, DaemonOptions
 from gitsync.daemon.notify import Notifier
+from gitsync.errors import APIServerError
 from gitsync.gitops.sync import Syncer
-from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import KIND
 from gitsync.reconcile.controller import Controller
 from gitsync.source import manifests
 from gitsync.source._files import MAX_DEPTH
@@ -23,6 +29,10 @@ from tests.integration.test_notify import notified  # noqa: F401 (a fixture)
 from tests.integration.test_sync import state_of, syncer
 from tests.support import app_yaml, get, wait_until
 from tests.unit.test_notify import Receiver
+
+VALIDATING_WEBHOOKS = resource_path(
+    "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"
+)
 
 
 def synced_condition(kube: Kube, ns: str, name: str) -> dict[str, str] | None:
@@ -223,3 +233,86 @@ def test_an_unexpected_exception_is_a_recorded_failure_not_a_silent_one(
         what="a sync.failed notification",
     )
     assert error in notes[0]["message"], notes
+
+
+@contextlib.contextmanager
+def unreachable_webhook(kube: Kube, namespace: str) -> Iterator[None]:
+    """A validating webhook for this namespace's MyApps whose server is down (its port
+    closed, ``failurePolicy: Fail``): the API server answers each create or update of
+    one with a 500, as when an admission controller's Pods are restarting."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the webhook is called
+    name = f"{namespace}-down"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "down.gitsync.test",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
+                "rules": [
+                    {
+                        "apiGroups": ["apps.example.com"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["myapps"],
+                    }
+                ],
+                # this test's namespace only: the control plane is shared
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+    kube.create(VALIDATING_WEBHOOKS, config)
+    probe = yaml.safe_load(app_yaml(namespace, "probe"))
+
+    def refused() -> bool:
+        # the configuration reaches the API server's admission a moment after the create
+        try:
+            kube.apply(path_of(KIND, namespace, "probe"), probe, field_manager="t", dry_run=True)
+        except APIServerError:
+            return True
+        return False
+
+    try:
+        wait_until(refused, what="the webhook in effect")
+        yield
+    finally:
+        kube.request("DELETE", f"{VALIDATING_WEBHOOKS}/{name}")
+
+
+def test_a_create_the_server_failed_for_now_is_retried_by_the_workers_not_the_next_pass(
+    kube: Kube,
+    namespace: str,
+    controller: Controller,
+    upstream: Upstream,
+    cache_dir: Path,
+) -> None:
+    upstream.commit({"apps/web.yaml": app_yaml(namespace, "web")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    key = f"{namespace}/web"
+    with unreachable_webhook(kube, namespace):
+        result = s.run()
+        change = next(c for c in result.changes if c.subject == f"MyApp/{namespace}/web")
+        assert change.action == "failed" and "failed calling webhook" in change.reason, change
+        assert get(kube, "MyApp", namespace, "web") is None
+        # the workers try it again with backoff while the webhook is down, and fail
+        wait_until(lambda: controller.queue.failures(key) >= 3, what="the workers' retries")
+        assert get(kube, "MyApp", namespace, "web") is None
+    # no pass runs from here: the queue's next retry creates it, with the pass's revision
+    wait_until(
+        lambda: (synced_condition(kube, namespace, "web") or {}).get("status") == "True",
+        timeout=60,
+        what="the MyApp created and Synced by a retry",
+    )
+    app = get(kube, "MyApp", namespace, "web")
+    assert app is not None and app["status"]["source"]["revision"] == result.revision, app
+    wait_until(lambda: get(kube, "Deployment", namespace, "web"), what="its Deployment")
+    # a success forgets the backoff
+    wait_until(lambda: controller.queue.failures(key) == 0, what="the backoff forgotten")

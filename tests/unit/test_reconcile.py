@@ -9,6 +9,7 @@ from gitsync.errors import (
     APIConflictError,
     APIInvalidError,
     APIServerError,
+    APITimeoutError,
     APITooManyRequestsError,
 )
 from gitsync.kube.client import path_of
@@ -231,6 +232,88 @@ def test_a_myapp_the_claim_does_not_cover_is_not_held_to_git(world: World) -> No
     assert world.r.reconcile(KEY, not_adopting).action == "unchanged"
     assert world.r.reconcile(KEY).action == "unchanged"
     assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:by-hand"
+
+
+MYAPP = path_of("MyApp", "shop", "web")
+
+
+def test_a_pass_whose_create_failed_for_now_is_the_pass_again_in_the_next_reconcile(
+    world: World,
+) -> None:
+    """A worker's reconcile creates no MyApp (it serves live ones): after a pass's create
+    failed with a 5xx, the queue's retry is that create, with Git's revision in status."""
+    world.cluster.fail["apply"] = APIServerError("MyApp/shop/web", "etcdserver: timeout")
+    failed = world.r.reconcile(KEY, declared(myapp(), revision="main@sha1:r2"))
+    assert failed.temporary and failed.retry and MYAPP not in world.cluster.store
+    retried = world.r.reconcile(KEY)
+    assert retried.action == "created" and not retried.error
+    assert world.cluster.store[MYAPP]["spec"]["image"] == "nginx:1.27"
+    assert DEPLOYMENT in world.cluster.store
+    synced = world.condition("Synced")
+    assert synced["status"] == "True", synced
+    assert world.status()["source"]["revision"] == "main@sha1:r2"
+    # done: the next reconcile is a worker's again, and writes nothing
+    record = world.r.ledger.get(KEY)
+    assert record is not None and not record.retry
+    writes = len(world.cluster.writes)
+    assert world.r.reconcile(KEY).action == "unchanged"
+    assert len(world.cluster.writes) == writes
+
+
+def test_git_s_change_that_failed_for_now_is_applied_by_the_retry_under_report(
+    world: World,
+) -> None:
+    """Under ``driftPolicy: report`` a worker only reports how the live MyApp differs
+    from Git; the retry of a pass's failed change applies it, as the pass would have."""
+    world.r.reconcile(KEY, declared(myapp(driftPolicy="report")))
+    world.cluster.fail["apply"] = APITimeoutError("MyApp/shop/web", "timed out")
+    failed = world.r.reconcile(KEY, declared(myapp(driftPolicy="report", image="nginx:1.28")))
+    assert failed.temporary and world.condition("Synced")["status"] == "False"
+    assert world.r.reconcile(KEY).action == "configured"
+    assert world.cluster.store[MYAPP]["spec"]["image"] == "nginx:1.28"
+    assert world.condition("Synced")["status"] == "True"
+
+
+def test_a_pass_whose_failure_will_not_pass_is_not_retried_until_git_changes(
+    world: World,
+) -> None:
+    world.cluster.fail["apply"] = APIInvalidError("MyApp/shop/web", "spec.image: Required", [])
+    failed = world.r.reconcile(KEY, declared(myapp(image="")))
+    assert failed.error and not failed.temporary
+    assert world.r.reconcile(KEY) == Result()
+    assert world.cluster.writes == []
+
+
+def test_a_throttled_pass_is_tried_again_after_the_hint_and_one_that_left_git_is_not(
+    world: World,
+) -> None:
+    world.cluster.fail["apply"] = APITooManyRequestsError("MyApp/shop/web", "slow", 2.0)
+    failed = world.r.reconcile(KEY, declared(myapp()))
+    assert failed.temporary and failed.requeue_after == 2.0 and not failed.retry
+    world.r.ledger.release([KEY])  # it left Git before the retry came
+    assert world.r.reconcile(KEY) == Result()
+    assert world.cluster.writes == []
+
+
+def test_a_deployment_that_failed_for_now_is_retried_with_git_s_revision(world: World) -> None:
+    world.add(myapp())
+    real = world.cluster.apply
+
+    def timeout_once(obj: Obj, **kw: object) -> Obj:
+        if obj["kind"] == "Deployment" and not refused:
+            refused.append(obj)
+            raise APITimeoutError("Deployment/shop/web", "timed out")
+        return real(obj, **kw)
+
+    refused: list[Obj] = []
+    world.cluster.apply = timeout_once  # type: ignore[method-assign]
+    failed = world.r.reconcile(KEY, declared(myapp(), revision="main@sha1:r3"))
+    assert failed.temporary and not failed.permanent and refused
+    assert world.condition("Synced")["status"] == "False"
+    assert world.r.reconcile(KEY).outcome is not None
+    assert DEPLOYMENT in world.cluster.store
+    assert world.condition("Synced")["status"] == "True"
+    assert world.status()["source"]["revision"] == "main@sha1:r3"
 
 
 class Clock:

@@ -14,6 +14,7 @@ import pytest
 
 from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.engine.planner import Settings
+from gitsync.errors import APIInvalidError, APIServerError, APITimeoutError, GitsyncError
 from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.sync import Syncer, SyncOptions, crash_message, myapp_body
 from gitsync.gitops.sync_state import Part, StateWriter
@@ -43,6 +44,8 @@ class FakeOperator:
     kube: FakeCluster
     is_leader: Callable[[], bool] = field(default=lambda: True)
     requeued: list[str] = field(default_factory=list)
+    #: the keys handed to the workers' backoff after a failure that may pass
+    retried: list[str] = field(default_factory=list)
     #: with sharding, the MyApps this replica serves (None: all of them)
     served: Callable[[str], bool] | None = None
 
@@ -64,6 +67,9 @@ class FakeOperator:
 
     def requeue(self, key: str, after: float) -> None:
         self.requeued.append(key)
+
+    def retry(self, key: str, result: Result) -> None:
+        self.retried.append(key)
 
     @property
     def myapps(self) -> Cache:
@@ -198,6 +204,28 @@ def test_a_pass_creates_then_leaves_alone_then_prunes_as_the_preview_said(
     assert myapp_actions(pruning) == {"a": "unchanged", "b": "unchanged", "c": "pruned"}
     assert not any(p.endswith("/myapps/c") for p in world.cluster.store)
     assert "Pruned" in world.events.reasons()
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (APIServerError("MyApp/shop/a", "etcdserver: request timed out"), True),
+        (APITimeoutError("MyApp/shop/a", "read timed out"), True),
+        (APIInvalidError("MyApp/shop/a", "spec.image: Required", []), False),
+    ],
+)
+def test_a_pass_hands_an_apply_that_failed_for_now_to_the_workers(
+    world: World, error: GitsyncError, retried: bool
+) -> None:
+    world.declare("a")
+    world.cluster.fail["apply"] = error
+    result = world.syncer.run()
+    assert myapp_actions(result) == {"a": "failed"} and not result.ok
+    assert world.operator.retried == (["shop/a"] if retried else [])
+    # the workers' reconcile, when the queue hands the key back: the pass's create
+    # again, or (a failure that will not pass by itself) nothing until Git changes
+    world.operator.reconcile("shop/a")
+    assert (path_of(KIND, "shop", "a") in world.cluster.store) == retried
 
 
 def test_a_prune_the_guard_refuses_is_skipped_in_the_preview_and_the_pass(world: World) -> None:
