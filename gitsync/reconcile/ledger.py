@@ -112,7 +112,6 @@ class Ledger:
             for key in keys:
                 if (rec := self._records.get(key)) is not None:
                     rec.declared = rec.wait = None
-                    rec.retry = False
                     self._unindex(key)
 
     def forget(self, key: str) -> None:

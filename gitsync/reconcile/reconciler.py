@@ -128,7 +128,7 @@ class Reconciler:
             rec = self.ledger.record(key)
             if declared is not None:
                 rec.declared = declared
-            elif rec.retry and rec.declared is not None:
+            elif rec.retry:
                 declared = rec.declared
             result = self._reconcile(key, rec, declared, deployment_absent)
             if declared is not None:
@@ -230,7 +230,7 @@ class Reconciler:
                 s = rec.sync or statuslib.SyncInfo("", "", "")
                 rec.sync = statuslib.SyncInfo(s.revision, s.path, s.time, ok=False, message=error)
             elif not permanent:
-                return Result(error=error, action=action, held=held, hold=hold, temporary=True)
+                return Result(error=error, action=action, held=held, hold=hold)
         if outcome is not None and (wait := self._status_wait(rec, outcome, state)):
             return Result(
                 requeue_after=wait,

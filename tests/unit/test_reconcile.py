@@ -234,6 +234,18 @@ def test_a_myapp_the_claim_does_not_cover_is_not_held_to_git(world: World) -> No
     assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:by-hand"
 
 
+def test_a_worker_whose_deployment_fails_for_now_retries_without_a_status_write(
+    world: World,
+) -> None:
+    world.add(myapp())
+    world.cluster.fail["apply"] = APITimeoutError("Deployment/shop/web", "timed out")
+    writes = len(world.cluster.writes)
+    result = world.r.reconcile(KEY)
+    assert result.retry and not result.permanent and "timed out" in result.error
+    # the old Deployment still serves: a status now would only say "error" until the retry
+    assert world.cluster.writes[writes:] == []
+
+
 MYAPP = path_of("MyApp", "shop", "web")
 
 
