@@ -144,6 +144,24 @@ def test_a_failure_for_now_backs_off_longer_each_time_until_it_succeeds() -> Non
     assert fake.keys == [KEY] * 3
 
 
+def test_a_pass_s_failure_handed_to_the_workers_waits_the_hint_or_the_backoff() -> None:
+    """``retry``, which a sync pass calls for an apply that failed for now: a throttled
+    one comes back at the server's hint (no backoff counted), any other after the
+    key's backoff."""
+    c, _, clock = looping()
+    c.retry(KEY, Result(requeue_after=3.0, error="throttled", temporary=True))
+    assert c.queue.failures(KEY) == 0
+    clock.now += 2.9
+    assert due(c) is None
+    clock.now += 0.2
+    assert due(c) == KEY
+    c.retry(KEY, Result(error="timed out", temporary=True))
+    c.retry(KEY, Result(error="timed out", temporary=True))
+    assert c.queue.failures(KEY) == 2
+    clock.now += 1.9  # the earlier of the two delays: the base, 1 s
+    assert due(c) == KEY and due(c) is None
+
+
 def test_a_permanent_failure_is_not_retried() -> None:
     c, _, clock = looping(Result(permanent=True, error="invalid"))
     c._process(KEY)
