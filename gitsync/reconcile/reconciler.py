@@ -138,6 +138,7 @@ class Reconciler:
     def _reconcile(
         self, key: str, rec: Record, declared: Declared | None, deployment_absent: bool
     ) -> Result:
+        """:meth:`reconcile`'s steps, under the key's lock."""
         live = self.myapps.get(key)
         # a MyApp Git declares that was not created while its change waited is
         # created when the wait ends (the event of what it waited for brings it here)
