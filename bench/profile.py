@@ -1,4 +1,5 @@
-"""A profile of every thread of this process while one step runs (py-spy, sampling).
+"""A profile of every thread of this process while one step runs (py-spy, sampling),
+and a count of the Python calls it makes (:func:`counted`).
 
 The cold sync is a main thread waiting on 32 workers, so a profiler that samples only
 the calling thread (pyinstrument) shows one line: "waiting". py-spy reads every
@@ -12,11 +13,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from types import FrameType
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 PY_SPY = str(Path(sys.executable).parent / "py-spy")
@@ -39,6 +42,32 @@ def profiled(fn: Callable[[], T], out: Path, rate: int = 250) -> T:
         if raw.exists():
             out.write_text(summary(raw.read_text()))
             raw.unlink()
+
+
+def counted(fn: Callable[[], T]) -> tuple[T, Counter[str]]:
+    """``fn()`` and the Python function calls made while it ran, by function, in the
+    calling thread and in every thread started meanwhile (a pass's pool). A count,
+    unlike a time, does not move with the machine's load: the same calls per MyApp at
+    two sizes say that the work per MyApp does not grow with N. Threads that were
+    running before (the workers) are not counted."""
+    calls: Counter[tuple[str, int, str]] = Counter()
+
+    def hook(frame: FrameType, event: str, _arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            calls[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
+
+    sys.setprofile(hook)
+    threading.setprofile(hook)
+    try:
+        result = fn()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    named: Counter[str] = Counter()
+    for (path, line, name), n in calls.items():
+        named[_short(f"{name} ({path}:{line})")] += n
+    return result, named
 
 
 def summary(collapsed: str, top: int = 30) -> str:

@@ -330,7 +330,7 @@ def curve_table(curve: Results) -> list[str]:
         "",
         "| N | replicas | floor (s) | cold, every write accepted (s) | ratio (≤ 1.25) "
         "| rolled out (s) | cold CPU per MyApp (ms) | no-op resync (s) "
-        "| its CPU per MyApp (ms; median, range of the passes) "
+        "| its CPU per MyApp (ms; median, range of the passes; Python calls per MyApp) "
         "| its writes | diff (s) | push → applied, 1 % changed, p50 (s) (< 1) "
         "| its floor p50 (s) | ratio "
         "| drift in status p50 (s) | start to ready (s; the first pass's share) "
@@ -347,6 +347,9 @@ def curve_table(curve: Results) -> list[str]:
             # (sizes measured before the curve took several passes have one)
             lo, hi = (round(v * 1000 / int(n), 3) for v in lo_hi)
             noop_cpu += f" ({lo}-{hi})"
+        if calls := r["noop"].get("calls_per_myapp"):
+            # (sizes measured before the curve counted calls have none)
+            noop_cpu += f"; {calls} calls"
         # (sizes measured before the curve read the first pass's time have none)
         first_pass = f" ({d['first_pass_s']})" if "first_pass_s" in d else ""
         push = d["webhook_push_to_applied_s"]

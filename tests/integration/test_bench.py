@@ -130,6 +130,8 @@ def test_the_curve_measures_every_figure_at_one_size(kube: Kube, crd: str, tmp_p
     assert r["noop"]["passes"] == curvelib.NOOP_PASSES
     lo, hi = r["noop"]["cpu_s_range"]
     assert lo <= r["noop"]["cpu_s"] <= hi
+    # a pass over 10 MyApps calls hundreds of functions per MyApp (plus its fixed cost)
+    assert r["noop"]["calls_per_myapp"] > 100
     push_floor = r["daemon"]["push_floor_s"]
     assert push_floor["p50"] > 0
     assert r["daemon"]["push_ratio_to_floor"] == round(

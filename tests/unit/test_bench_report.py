@@ -240,6 +240,8 @@ def test_the_curve_gives_the_no_op_cpu_with_its_range_and_start_to_ready_with_it
     assert "| 0.2 | 0 |" in rows[4]  # one pass, measured before: no range
     assert "| 0.2 (0.15-0.3) | 0 |" in rows[5]  # per MyApp: 0.3 s and 0.6 s over 2000
     assert "| 1.5 | 80.0 |" in rows[4] and "| 1.5 (0.9) | 80.0 |" in rows[5]
+    several["noop"]["calls_per_myapp"] = 581.2
+    assert "| 0.2 (0.15-0.3); 581.2 calls | 0 |" in report.curve_table(curve)[5]
 
 
 def test_a_curve_of_some_sizes_keeps_the_others_each_labelled_with_its_run() -> None:
