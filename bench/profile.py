@@ -50,12 +50,22 @@ def counted(fn: Callable[[], T]) -> tuple[T, Counter[str]]:
     unlike a time, does not move with the machine's load: the same calls per MyApp at
     two sizes say that the work per MyApp does not grow with N. Threads that were
     running before (the workers) are not counted."""
-    calls: Counter[tuple[str, int, str]] = Counter()
+    # one Counter per thread (a ``+=`` on a shared one can lose a count to a thread
+    # switch), summed at the end
+    counters: list[Counter[tuple[str, int, str]]] = []
+    mine = threading.local()
+    lock = threading.Lock()
 
     def hook(frame: FrameType, event: str, _arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            calls[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
+        if event != "call":
+            return
+        counter = getattr(mine, "calls", None)
+        if counter is None:
+            counter = mine.calls = Counter()
+            with lock:
+                counters.append(counter)
+        code = frame.f_code
+        counter[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
 
     sys.setprofile(hook)
     threading.setprofile(hook)
@@ -65,8 +75,10 @@ def counted(fn: Callable[[], T]) -> tuple[T, Counter[str]]:
         sys.setprofile(None)
         threading.setprofile(None)
     named: Counter[str] = Counter()
-    for (path, line, name), n in calls.items():
-        named[_short(f"{name} ({path}:{line})")] += n
+    with lock:
+        for counter in counters:
+            for (path, line, name), n in list(counter.items()):
+                named[_short(f"{name} ({path}:{line})")] += n
     return result, named
 
 
