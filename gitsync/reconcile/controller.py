@@ -129,6 +129,9 @@ class Controller:
             self.ledger,
         )
         self._threads: list[threading.Thread] = []
+        #: whether workers take keys from the queue (a sync pass's failures are handed to
+        #: them); not in ``gitsync sync``
+        self.workers_started = False
         #: MyApps taken from the queue while the Deployments were being listed (at start,
         #: or for new buckets): put back the moment that list is in. Retried on a timer
         #: instead, every key went round the queue again and again for as long as the
@@ -194,9 +197,14 @@ class Controller:
         self.queue.add_after(key, after)
 
     def retry(self, key: str, result: Result) -> None:
-        """Have a worker try ``key`` again after ``result``'s failure: after the server's
-        hint when throttled, else after the key's backoff (which grows with each failure
-        in a row, until a success forgets it)."""
+        """Have a worker try ``key`` again after ``result``'s failure (a sync pass's):
+        after the server's hint when throttled, else after the key's backoff (which
+        grows with each failure in a row, until a success forgets it). Nothing when no
+        worker runs (``gitsync sync``: the pass's failure is its result)."""
+        if self.workers_started:
+            self._backoff(key, result)
+
+    def _backoff(self, key: str, result: Result) -> None:
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
             return
@@ -213,6 +221,7 @@ class Controller:
     def start_workers(self) -> None:
         # while workers run, a status held back is theirs to write (Result.requeue_after)
         self.reconciler.defer_status = True
+        self.workers_started = True
         for i in range(self.config.workers):
             self._threads.append(threads.start(f"worker-{i}", self._worker))
 
@@ -332,7 +341,7 @@ class Controller:
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         elif result.retry:
-            self.retry(key, result)
+            self._backoff(key, result)
         else:
             # done, or failed for good (recorded in status): a change brings it back
             self.queue.forget(key)

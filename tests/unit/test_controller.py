@@ -149,6 +149,12 @@ def test_a_pass_s_failure_handed_to_the_workers_waits_the_hint_or_the_backoff() 
     one comes back at the server's hint (no backoff counted), any other after the
     key's backoff."""
     c, _, clock = looping()
+    c.retry(KEY, Result(error="timed out", temporary=True))
+    # no worker would take it (``gitsync sync``): nothing is queued, nothing said
+    assert c.queue.failures(KEY) == 0 and c.queue.idle()
+    clock.now += 60
+    assert due(c) is None
+    c.workers_started = True  # as start_workers() says
     c.retry(KEY, Result(requeue_after=3.0, error="throttled", temporary=True))
     assert c.queue.failures(KEY) == 0
     clock.now += 2.9
