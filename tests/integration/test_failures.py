@@ -23,6 +23,7 @@ from gitsync.model.api import KIND
 from gitsync.reconcile.controller import Controller
 from gitsync.source import manifests
 from gitsync.source._files import MAX_DEPTH
+from testenv.cluster import AUDIT_LOG
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_notify import notified  # noqa: F401 (a fixture)
@@ -297,6 +298,7 @@ def test_a_create_the_server_failed_for_now_is_retried_by_the_workers_not_the_ne
     upstream.commit({"apps/web.yaml": app_yaml(namespace, "web")})
     s = syncer(controller, upstream.file_url, cache_dir, namespace)
     key = f"{namespace}/web"
+    since = AUDIT_LOG.stat().st_size
     with unreachable_webhook(kube, namespace):
         result = s.run()
         change = next(c for c in result.changes if c.subject == f"MyApp/{namespace}/web")
@@ -316,3 +318,28 @@ def test_a_create_the_server_failed_for_now_is_retried_by_the_workers_not_the_ne
     wait_until(lambda: get(kube, "Deployment", namespace, "web"), what="its Deployment")
     # a success forgets the backoff
     wait_until(lambda: controller.queue.failures(key) == 0, what="the backoff forgotten")
+    # what the API server was sent for the MyApp: the pass's apply and at least two
+    # retries (3 failures counted), each refused by the webhook's 500, then the one that
+    # created it, and nothing after
+    sent = myapp_writes(namespace, "web", since)
+    assert len(sent) >= 4 and {verb for verb, _ in sent} == {"patch"}, sent
+    assert {code for _, code in sent[:-1]} == {500} and sent[-1][1] == 201, sent
+
+
+def myapp_writes(namespace: str, name: str, since: int) -> list[tuple[str, int]]:
+    """(verb, response code) of each write of MyApp ``name`` (not its status) in the API
+    server's audit log after byte ``since``, in order."""
+    found = []
+    with AUDIT_LOG.open("rb") as f:
+        f.seek(since)
+        for line in f:
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            if (ref.get("resource"), ref.get("namespace"), ref.get("name")) != (
+                "myapps",
+                namespace,
+                name,
+            ) or ref.get("subresource"):
+                continue
+            found.append((e["verb"], (e.get("responseStatus") or {}).get("code", 0)))
+    return found
