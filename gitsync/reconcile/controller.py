@@ -129,9 +129,6 @@ class Controller:
             self.ledger,
         )
         self._threads: list[threading.Thread] = []
-        #: whether workers take keys from the queue (a sync pass's failures are handed to
-        #: them); not in ``gitsync sync``
-        self.workers_started = False
         #: MyApps taken from the queue while the Deployments were being listed (at start,
         #: or for new buckets): put back the moment that list is in. Retried on a timer
         #: instead, every key went round the queue again and again for as long as the
@@ -196,6 +193,12 @@ class Controller:
         """Have a worker take ``key`` again in ``after`` seconds (or sooner, on an event)."""
         self.queue.add_after(key, after)
 
+    @property
+    def workers_started(self) -> bool:
+        """Whether workers take keys from the queue (a sync pass's failures are handed to
+        them); not in ``gitsync sync``."""
+        return bool(self._threads)
+
     def retry(self, key: str, result: Result) -> None:
         """Have a worker try ``key`` again after ``result``'s failure (a sync pass's):
         after the server's hint when throttled, else after the key's backoff (which
@@ -221,7 +224,6 @@ class Controller:
     def start_workers(self) -> None:
         # while workers run, a status held back is theirs to write (Result.requeue_after)
         self.reconciler.defer_status = True
-        self.workers_started = True
         for i in range(self.config.workers):
             self._threads.append(threads.start(f"worker-{i}", self._worker))
 

@@ -154,7 +154,8 @@ def test_a_pass_s_failure_handed_to_the_workers_waits_the_hint_or_the_backoff() 
     assert c.queue.failures(KEY) == 0 and c.queue.idle()
     clock.now += 60
     assert due(c) is None
-    c.workers_started = True  # as start_workers() says
+    c._threads.append(threading.Thread(target=lambda: None))  # as start_workers() leaves it
+    assert c.workers_started
     c.retry(KEY, Result(requeue_after=3.0, error="throttled", temporary=True))
     assert c.queue.failures(KEY) == 0
     clock.now += 2.9
