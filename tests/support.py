@@ -7,7 +7,8 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
@@ -127,3 +128,51 @@ def sample(metrics: str, series: str) -> float | None:
     Prometheus text format; None when it is not there."""
     found = re.search(rf"^{re.escape(series)} (\S+)$", metrics, re.M)
     return float(found.group(1)) if found else None
+
+
+@contextmanager
+def admission_webhook(
+    kube: Kube,
+    kind: str,
+    namespace: str,
+    *,
+    name: str,
+    client_config: dict[str, str],
+    resource: tuple[str, str],
+    timeout: int,
+) -> Iterator[None]:
+    """One admission webhook (``kind``: ``MutatingWebhookConfiguration`` or
+    ``ValidatingWebhookConfiguration``) on creates and updates of ``resource`` ((group,
+    plural)), failing closed, registered while the block runs. It is called for this
+    test's namespace only: the control plane is shared."""
+    path = resource_path("admissionregistration.k8s.io/v1", kind.lower() + "s")
+    configuration = f"{namespace}-{name.split('.', 1)[0]}"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": configuration},
+        "webhooks": [
+            {
+                "name": name,
+                "clientConfig": client_config,
+                "rules": [
+                    {
+                        "apiGroups": [resource[0]],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [resource[1]],
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Fail",
+                "timeoutSeconds": timeout,
+            }
+        ],
+    }
+    kube.create(path, config)
+    try:
+        yield
+    finally:
+        kube.request("DELETE", f"{path}/{configuration}")

@@ -28,12 +28,8 @@ from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_notify import notified  # noqa: F401 (a fixture)
 from tests.integration.test_sync import state_of, syncer
-from tests.support import app_yaml, get, wait_until
+from tests.support import admission_webhook, app_yaml, get, wait_until
 from tests.unit.test_notify import Receiver
-
-VALIDATING_WEBHOOKS = resource_path(
-    "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"
-)
 
 
 def synced_condition(kube: Kube, ns: str, name: str) -> dict[str, str] | None:
@@ -244,33 +240,6 @@ def unreachable_webhook(kube: Kube, namespace: str) -> Iterator[None]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the webhook is called
-    name = f"{namespace}-down"
-    config = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": "down.gitsync.test",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
-                "rules": [
-                    {
-                        "apiGroups": ["apps.example.com"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["myapps"],
-                    }
-                ],
-                # this test's namespace only: the control plane is shared
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 5,
-            }
-        ],
-    }
-    kube.create(VALIDATING_WEBHOOKS, config)
     probe = yaml.safe_load(app_yaml(namespace, "probe"))
 
     def refused() -> bool:
@@ -281,11 +250,17 @@ def unreachable_webhook(kube: Kube, namespace: str) -> Iterator[None]:
             return True
         return False
 
-    try:
+    with admission_webhook(
+        kube,
+        "ValidatingWebhookConfiguration",
+        namespace,
+        name="down.gitsync.test",
+        client_config={"url": f"https://127.0.0.1:{port}/validate"},
+        resource=("apps.example.com", "myapps"),
+        timeout=5,
+    ):
         wait_until(refused, what="the webhook in effect")
         yield
-    finally:
-        kube.request("DELETE", f"{VALIDATING_WEBHOOKS}/{name}")
 
 
 def test_a_create_the_server_failed_for_now_is_retried_by_the_workers_not_the_next_pass(

@@ -24,10 +24,9 @@ import pytest
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.reconcile.controller import Controller
 from tests.integration.test_drift import drift_of, start_app
-from tests.support import get, wait_until
+from tests.support import admission_webhook, get, wait_until
 
 MIRROR = "mirror.local/"
-WEBHOOKS = resource_path("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations")
 
 
 class MirrorServer(http.server.ThreadingHTTPServer):
@@ -85,40 +84,22 @@ def mirror_webhook(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[threa
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    name = f"{namespace}-mirror"
-    config = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": "mirror.gitsync.test",
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{server.server_address[1]}/mutate",
-                    "caBundle": base64.b64encode(cert.read_bytes()).decode(),
-                },
-                "rules": [
-                    {
-                        "apiGroups": ["apps"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["deployments"],
-                    }
-                ],
-                # this test's namespace only: the control plane is shared
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 10,
-            }
-        ],
+    client_config = {
+        "url": f"https://127.0.0.1:{server.server_address[1]}/mutate",
+        "caBundle": base64.b64encode(cert.read_bytes()).decode(),
     }
-    kube.create(WEBHOOKS, config)
     try:
-        yield server.rewriting
+        with admission_webhook(
+            kube,
+            "MutatingWebhookConfiguration",
+            namespace,
+            name="mirror.gitsync.test",
+            client_config=client_config,
+            resource=("apps", "deployments"),
+            timeout=10,
+        ):
+            yield server.rewriting
     finally:
-        kube.request("DELETE", f"{WEBHOOKS}/{name}")
         server.shutdown()
         server.server_close()
 
