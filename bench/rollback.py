@@ -145,7 +145,7 @@ def one_tool(kube: Kube, tmp: Path, server: GitHttpServer, tool: str, s: Setting
                     return False
                 # gitsync rolls back to the last healthy spec: wait until each has one
                 return tool != "gitsync" or all(
-                    rollout.healthy_of(obs.myapp(a).get("status")) for a in repo.apps
+                    (obs.myapp(a).get("status") or {}).get("lastHealthy") for a in repo.apps
                 )
 
             wait(f"{tool}: every app Available", settled, s.timeout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -176,3 +177,29 @@ def admission_webhook(
         yield
     finally:
         kube.request("DELETE", f"{path}/{configuration}")
+
+
+def audit_writes(namespace: str, name: str, since: int) -> list[tuple[str, str, str, int]]:
+    """(resource, subresource, user, response code) of every write of MyApp or
+    Deployment ``name`` in the audit log after byte ``since``."""
+    from testenv.cluster import AUDIT_LOG
+
+    found = []
+    with AUDIT_LOG.open("rb") as f:
+        f.seek(since)
+        for line in f:
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            if ref.get("namespace") != namespace or ref.get("name") != name:
+                continue
+            if ref.get("resource") not in ("myapps", "deployments"):
+                continue
+            found.append(
+                (
+                    ref["resource"],
+                    ref.get("subresource", ""),
+                    (e.get("user") or {}).get("username", ""),
+                    (e.get("responseStatus") or {}).get("code", 0),
+                )
+            )
+    return found

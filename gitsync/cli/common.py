@@ -19,8 +19,10 @@ from gitsync.gitops.pinned import PinnedRevisions
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube
+from gitsync.kube.records import Records
 from gitsync.model import instance as instancelib
 from gitsync.model import pin as pinlib
+from gitsync.model import rollout
 from gitsync.reconcile.controller import Controller, ControllerConfig
 from gitsync.source import localcheckout, manifests
 from gitsync.source.cache import default_cache_dir
@@ -196,7 +198,10 @@ def syncer(
         events=controller.events,
         field_manager=flags.field_manager,
     )
-    return Syncer(controller, source(flags), opts, state)
+    records = Records(
+        controller.kube, state.namespace, state.name, instance.name, rollout.RECORD_PREFIXES
+    )
+    return Syncer(controller, source(flags), opts, state, records)
 
 
 def emit(doc: Any, output: str) -> None:

@@ -44,6 +44,7 @@ from gitsync.gitops.sync import myapp_body, tracked_by
 from gitsync.gitops.sync_state import StateWriter, last_applied
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model import pin as pinlib
+from gitsync.model import rollout
 from gitsync.model.api import (
     KIND,
     MANAGED_BY,
@@ -178,7 +179,10 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     now = dt.datetime.now(dt.UTC)
     windows = flags.windows()
     pruning = hold_prunes(pruning, tracked_by(myapps.values(), label), windows, now)
-    changes = plan(applied, myapps, deployments, pruning, settings, namespaces, windows, now)
+    records = rollout.records_of((cm or {}).get("data"))
+    changes = plan(
+        applied, myapps, deployments, pruning, settings, namespaces, windows, now, records
+    )
     changes.revision = revision
     _refuse_foreign_deployments(kube, changes, myapps)
     skipped = changes.prune_skipped

@@ -43,6 +43,7 @@ from gitsync.engine.planner import (
 )
 from gitsync.errors import VerificationError
 from gitsync.model import order as orderlib
+from gitsync.model import rollout
 from gitsync.model.api import APPLIED_ANNOTATION, KIND, Obj, subject
 from gitsync.model.myapp_status import phase_of
 from gitsync.model.order import Wait
@@ -225,11 +226,13 @@ def plan(
     namespaces: NamespacePlan = NO_NAMESPACES,
     windows: Windows = NO_WINDOWS,
     now: dt.datetime | None = None,
+    records: Mapping[str, rollout.Record] | None = None,
 ) -> ChangeSet:
     """The plan of a sync pass. ``desired``: MyApp apply bodies by key;
     ``myapps``/``deployments``: live, by key; ``prune``: the prune plan
     (:func:`plan_prune`); ``namespaces``: what the pass does about namespaces that do
-    not exist; ``windows``: the instance's sync windows, as they stand at ``now``.
+    not exist; ``windows``: the instance's sync windows, as they stand at ``now``;
+    ``records``: gitsync's records of the MyApps' rollouts, by key.
     A change that waits (for a window, or a dependency not Available at its own
     desired spec) is held, as the pass holds it."""
     out = ChangeSet(prune_skipped=prune.prune_skipped if prune is not None else None)
@@ -238,12 +241,15 @@ def plan(
         for key in desired
         if now is not None and (c := windows.closed(desired[key], myapps.get(key), now))
     }
+    kept = records or {}
+    policy = settings.rollback
     waits = orderlib.plan_waits(
         desired,
         myapps,
-        lambda key: pending(serving(desired[key], myapps.get(key)), myapps.get(key)),
+        lambda key: pending(serving(desired[key], kept.get(key), policy), myapps.get(key)),
         lambda key: phase_of(deployments.get(key)),
         lambda key: held_by(closed.get(key)),
+        lambda key: rollout.holding(kept.get(key), desired[key].get("spec"), policy),
     )
     for body in namespaces.bodies():
         out.changes.append(Change(f"Namespace/{body['metadata']['name']}", "created", desired=body))
@@ -262,6 +268,7 @@ def plan(
                 settings,
                 waits.get(key),
                 frozen=frozen,
+                record=kept.get(key),
             )
         except ValueError as e:  # not renderable: the sync fails on it the same way
             ns, name = key.split("/", 1)

@@ -329,6 +329,7 @@ def plan_app(
     wait: Wait | None = None,
     *,
     frozen: bool = False,
+    record: rollout.Record | None = None,
 ) -> tuple[Step, Step]:
     """The steps of one Git MyApp and of the Deployment the operator renders from it.
 
@@ -339,12 +340,13 @@ def plan_app(
     for (a dependency, a window), if anything: then nothing of a change (Git's, or
     the healthy spec a rollback holds to) is applied, and the live MyApp serves; drift
     is corrected all the same, unless ``frozen`` (a closed window under
-    --windows-block-corrections): then it is reported."""
+    --windows-block-corrections): then it is reported. ``record``: gitsync's record of
+    the MyApp's rollouts (a rollback in force holds Git's spec back)."""
     name = git["metadata"]["name"]
     label = f"{KIND}/{name}"
     # a rollback in force holds Git's spec back (gitsync.model.rollout): the MyApp is held
     # to the healthy spec instead, and what Git would change is shown as held
-    held = rollout.hold_of((live_app or {}).get("status"), git.get("spec"))
+    held = rollout.hold_of(record, git.get("spec"), s.rollback)
     body = git if held is None else rollout.with_spec(git, held.spec)
     if wait is not None and pending(body, live_app):
         app = _waiting(label, git, live_app, wait)
@@ -383,10 +385,11 @@ def _waiting(label: str, git: Obj, live: Obj | None, waits: Wait) -> Step:
     return Step(who, "unchanged", live, git, held=kept, reason=waits.message, hold=waits.hold)
 
 
-def serving(git: Obj, live: Obj | None) -> Obj:
-    """The MyApp body a reconcile holds ``live`` to: Git's, or Git's with the healthy
-    spec while a rollback holds Git's spec back (:func:`gitsync.model.rollout.hold_of`)."""
-    held = rollout.hold_of((live or {}).get("status"), git.get("spec"))
+def serving(git: Obj, record: rollout.Record | None, default: RollbackPolicy) -> Obj:
+    """The MyApp body a reconcile holds the live one to: Git's, or Git's with the healthy
+    spec while a rollback (``record``, gitsync's) holds Git's spec back
+    (:func:`gitsync.model.rollout.hold_of`; ``default``: the policy where Git gives none)."""
+    held = rollout.hold_of(record, git.get("spec"), default)
     return git if held is None else rollout.with_spec(git, held.spec)
 
 

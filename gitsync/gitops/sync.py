@@ -36,16 +36,15 @@ from gitsync.errors import (
     OwnershipError,
     SourceError,
     VerificationError,
-    one_line,
 )
 from gitsync.gitops import increment
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops import pins as pinstore
 from gitsync.gitops.lineage import Lineage
 from gitsync.gitops.pinned import PinnedRevisions, selection_failures
 from gitsync.gitops.sync_state import Part, StateWriter, SyncState, merged, part_of, state_of
 from gitsync.kube.client import path_of
-from gitsync.kube.interfaces import Cache, Client, Recorder, Writer
+from gitsync.kube.interfaces import Cache, Client, Recorder, RecordStore, Writer
+from gitsync.kube.records import Records
 from gitsync.kube.throttle import Throttle
 from gitsync.model import instance as instancelib
 from gitsync.model import order as orderlib
@@ -65,10 +64,9 @@ from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
 from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
-from gitsync.reconcile.result import Result
+from gitsync.reconcile.result import Result, crash_message
 from gitsync.source import manifests
 from gitsync.source.checkout import Revision, Source
-from gitsync.source.giturl import redact_url
 
 #: deletes tried per pruned MyApp when it changed between the read and the delete
 _PRUNE_ATTEMPTS = 3
@@ -139,13 +137,6 @@ def identity_of(options: SyncOptions) -> instancelib.Instance:
     return instancelib.resolve(
         options.instance_name, options.instance or options.repo, options.path, options.ref
     )
-
-
-def crash_message(e: BaseException) -> str:
-    """What the status says of an unexpected exception: its type, and its message on one
-    line, cut, with any URL's credentials hidden (the traceback is in the log)."""
-    text = redact_url(one_line(str(e), 200))
-    return f"internal error: {type(e).__name__}" + (f": {text}" if text else "")
 
 
 def tracked_by(myapps: Iterable[Obj], source_label: str) -> dict[str, Obj]:
@@ -220,6 +211,9 @@ class Operator(Protocol):
     @property
     def sharded(self) -> bool: ...
 
+    def keep_records(self, records: RecordStore) -> None:
+        """Keep gitsync's own records (what a rollback needs) in ``records``."""
+
 
 class Syncer:
     def __init__(
@@ -228,11 +222,18 @@ class Syncer:
         source: Source,
         options: SyncOptions,
         state: StateWriter | None = None,
+        records: Records | None = None,
     ) -> None:
         self.controller = controller
         self.source = source
         self.options = options
         self.state = state
+        #: gitsync's own records (the operator's reconciles read and write them), read
+        #: again with the pins before every pass: another replica, or the daemon
+        #: before a restart, may have written them
+        self.records = records
+        if records is not None:
+            controller.keep_records(records)
         self._loaded: tuple[str, manifests.LoadResult] | None = None
         #: the last load's MyApps by key, with the commit read: replaced whole, so that
         #: the drift page (another thread) reads one load or the next, never a mix
@@ -381,8 +382,10 @@ class Syncer:
         absent = self._absent_deployments(app.key for app in applying)
         # the operator holds MyApps to Git only where this pass may apply them
         claim = Claim(self.identity, self.options.adopt)
+        pinned = {key for key in desired if pins.instance is not None or key in selection.pinned}
         declared = {
-            app.key: self._declared_of(app, infos.get(app.key, info), claim) for app in applying
+            app.key: self._declared_of(app, infos.get(app.key, info), claim, app.key in pinned)
+            for app in applying
         }
         self._declare_dependencies(declared)
         #: the MyApps whose status is held back for the deployment controller's word,
@@ -442,7 +445,12 @@ class Syncer:
         """The pins, read from the cluster before every pass (one GET of the status
         ConfigMap per poll, none per MyApp), so that every replica, a new leader and a
         restarted daemon honour a pin from their next pass on; none without a record."""
-        return pinstore.read(self.state) if self.state is not None else pinlib.Pins()
+        if self.state is None:
+            return pinlib.Pins()
+        cm = self.state.read_object()
+        if self.records is not None:
+            self.records.load(cm)
+        return pinlib.pins_of((cm or {}).get("data"))
 
     def _fetch(self, pins: pinlib.Pins) -> Revision:
         """The revision every MyApp without a pin of its own comes from: the instance's
@@ -535,10 +543,12 @@ class Syncer:
     def _live(self, key: str) -> bool:
         return self.controller.myapps.get(key) is not None
 
-    def _declared_of(self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim) -> Declared:
+    def _declared_of(
+        self, app: manifests.DesiredApp, info: SyncInfo, claim: Claim, pinned: bool = False
+    ) -> Declared:
         # compacted: the ledger holds it until Git changes it
         body = SHARED.compact(myapp_body(app, self.source_label))
-        return Declared(body, SyncInfo(info.revision, app.file, info.time), claim)
+        return Declared(body, SyncInfo(info.revision, app.file, info.time), claim, pinned)
 
     def _declare_dependencies(self, declared: dict[str, Declared]) -> None:
         """Hand the operator, before any MyApp is applied, what Git declares now for each

@@ -41,12 +41,26 @@ class Applier:
             "metadata": {"name": name, "namespace": namespace},
             "status": status,
         }
-        return self.kube.apply(
-            path_of(KIND, namespace, name, "status"),
+        path = path_of(KIND, namespace, name, "status")
+        written = self.kube.apply(
+            path,
             body,
             field_manager=self.field_manager,
             # status is ours alone: nobody else has a say in what gitsync observed
             force=True,
+            subject=subject(KIND, namespace, name),
+        )
+        # and so is what it leaves out: a field someone else wrote into it (a forged
+        # rollback, say) would go on reporting what gitsync never said, and every
+        # reconcile would find the status changed and write it again (SSA lets go only
+        # of the fields gitsync owns)
+        foreign = [k for k in (written.get("status") or {}) if k not in status]
+        if not foreign:
+            return written
+        return self.kube.merge_patch(
+            path,
+            {"status": dict.fromkeys(foreign)},
+            field_manager=self.field_manager,
             subject=subject(KIND, namespace, name),
         )
 

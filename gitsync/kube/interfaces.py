@@ -74,6 +74,17 @@ class Writer(Protocol):
     def remove_annotation(self, kind: str, namespace: str, name: str, key: str) -> Obj: ...
 
 
+class RecordStore(Protocol):
+    """gitsync's own records by key, where only gitsync writes
+    (:class:`~gitsync.kube.records.Records`): what a decision may rest on, unlike a
+    status anyone with ``myapps/status`` may write."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, texts: Mapping[str, str]) -> bool:
+        """Set each key's text at once ("" removes the key); False when they do not fit."""
+
+
 class StatusWriter(Protocol):
     """Server-side apply of a MyApp's status subresource."""
 

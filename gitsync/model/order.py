@@ -166,13 +166,14 @@ def _along(graph: Mapping[str, tuple[str, ...]], component: set[str]) -> tuple[s
 
 
 def not_ready(
-    live: Obj | None, git_spec: Obj | None, pending: bool, waiting: str, phase: str
+    live: Obj | None, held: rollout.Rollback | None, pending: bool, waiting: str, phase: str
 ) -> str:
     """Why dependency ``live`` is not ``Available`` at its own current desired spec, in
     a few words, or "" when it is.
 
-    ``git_spec`` is the spec Git declares for it (None: Git does not declare it; the
-    live one is what it is), ``pending`` whether Git's change to it is not applied yet,
+    ``held`` is the rollback (gitsync's record) that holds back the spec Git declares
+    for it, if any (never one its status reports: a status is no input to a decision),
+    ``pending`` whether Git's change to it is not applied yet,
     ``waiting`` what it waits for itself (its own dependency or window), ``phase`` its
     Deployment's (:func:`gitsync.model.myapp_status.phase_of`, the deployment
     controller's word now: not the phase its status last recorded, which a one-shot
@@ -186,7 +187,7 @@ def not_ready(
     if (live.get("metadata") or {}).get("deletionTimestamp"):
         return "being deleted"
     status: Obj = live.get("status") or {}
-    if git_spec is not None and (held := rollout.holding(status, git_spec)) is not None:
+    if held is not None:
         return held.summary()
     if pending:
         return "its change from Git not applied yet"
@@ -228,12 +229,13 @@ def plan_waits(
     pending: Callable[[str], bool],
     phase: Callable[[str], str],
     other: Callable[[str], Wait | None] = lambda _key: None,
+    hold: Callable[[str], rollout.Rollback | None] = lambda _key: None,
 ) -> dict[str, Wait]:
     """What the change of each MyApp of a pass waits for, as a sync pass decides it one
     MyApp at a time (``gitsync diff``'s prediction): ``bodies`` are Git's MyApps by key,
     ``live`` the cluster's, ``pending(key)`` whether Git's change to one is not applied
     yet, ``phase(key)`` its Deployment's phase, ``other(key)`` what else holds it (a
-    window), looked at first."""
+    window), looked at first, ``hold(key)`` the rollback that holds Git's spec back."""
     graph = {k: dependencies(b) for k, b in bodies.items()}
     out: dict[str, Wait] = {}
     for key in topological(graph):
@@ -247,7 +249,7 @@ def plan_waits(
             body = bodies.get(dep)
             why = not_ready(
                 live.get(dep),
-                None if body is None else body.get("spec") or {},
+                None if body is None else hold(dep),
                 body is not None and pending(dep),
                 own.message if own is not None else "",
                 phase(dep),

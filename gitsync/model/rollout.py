@@ -1,31 +1,42 @@
-"""A MyApp's rollout, judged, and what an automatic rollback keeps in its status.
+"""A MyApp's rollout, judged, and what an automatic rollback keeps.
 
 Pure. A rollout has failed when the deployment controller says so for the generation
 gitsync applied: the Deployment's ``Progressing`` condition is ``False`` with reason
 ``ProgressDeadlineExceeded`` and its status describes its current spec (the test of
 ``kubectl rollout status``), never a timer of gitsync's own.
 
-Under ``spec.rollback: auto`` the status persists what a rollback needs, so that any
-replica, after any restart, reaches the same decision from the MyApp alone:
+Under ``spec.rollback: auto`` gitsync keeps what a rollback needs in a :class:`Record`
+per MyApp, so that any replica, after any restart, reaches the same decision:
 
-- ``status.lastHealthy``: the spec Git last declared that reached ``Available``, the
-  revision it came from and its digest (bounded: a spec over :data:`MAX_SPEC_BYTES` is
-  not kept, and the MyApp then says it cannot be rolled back);
-- ``status.rollback``: the rollback in force (from revision, to revision, why, when)
-  and the digest of the spec it holds back. While Git declares that same spec, the MyApp
-  is held to the healthy one instead (:func:`hold_of`); a commit that changes this
-  MyApp's spec releases it.
+- ``healthy``: the spec Git last declared that reached ``Available``, the revision it
+  came from and its digest (bounded: a spec over :data:`MAX_SPEC_BYTES` is not kept,
+  and the MyApp then says it cannot be rolled back);
+- ``rollback``: the rollback in force (from revision, to revision, why, when) and the
+  digest of the spec it holds back. While Git declares that same spec, the MyApp is
+  held to the healthy one instead (:func:`hold_of`); a commit that changes this
+  MyApp's spec releases it (a pin does not: it is not Git's word).
+
+The record lives where only gitsync writes (the instance's status ConfigMap, see
+:mod:`gitsync.kube.records`), never in the MyApp's status: status is a report, and
+more principals may write ``myapps/status`` than may write a MyApp's spec. The status
+shows the record (``status.lastHealthy``, ``status.rollback``) and is never read back
+to decide. A record read back is untrusted all the same: :func:`record_of` checks it
+with the schema Git's MyApps are checked with, and its digest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from gitsync.model import stored
 from gitsync.model.api import Obj
+from gitsync.model.problems import Problems, field_name
+from gitsync.model.spec_schema import SPEC
 
 RollbackPolicy = Literal["auto", "off"]
 ROLLBACK_POLICIES: Final = ("auto", "off")
@@ -118,14 +129,129 @@ class Rollback:
         return f"rolled back from {self.source or 'an unknown revision'}"
 
 
-def healthy_of(status: Obj | None) -> Healthy | None:
-    h = (status or {}).get("lastHealthy")
-    if not isinstance(h, dict) or not isinstance(h.get("spec"), dict):
+class RecordError(ValueError):
+    """A rollback record that gitsync could not have written."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """What gitsync keeps of a MyApp's rollouts, where only gitsync writes: the last
+    healthy spec, and the rollback in force. The decisions read this alone."""
+
+    healthy: Healthy | None = None
+    rollback: Rollback | None = None
+
+    def texts(self, key: str) -> dict[str, str]:
+        """Its texts by data key for MyApp ``key`` (``namespace/name``), in the shape of
+        the status that shows them; "" for a part it has not (no data key)."""
+        healthy, rollback = record_keys(key)
+        return {
+            healthy: _json(self.healthy.to_status()) if self.healthy is not None else "",
+            rollback: _json(self.rollback.to_status()) if self.rollback is not None else "",
+        }
+
+
+#: the data keys of the records: ``healthy.<namespace>.<name>`` for the last healthy
+#: spec, ``rollback.<namespace>.<name>`` for the rollback in force (a key of its own, so
+#: that removing it by hand tries Git's spec again and keeps the healthy one)
+HEALTHY_PREFIX: Final = "healthy."
+ROLLBACK_PREFIX: Final = "rollback."
+RECORD_PREFIXES: Final = (HEALTHY_PREFIX, ROLLBACK_PREFIX)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def record_keys(key: str) -> tuple[str, str]:
+    """The data keys of MyApp ``key``'s (``namespace/name``) record (a namespace is a
+    DNS label, without dots: the first dot after the prefix ends it)."""
+    dotted = key.replace("/", ".", 1)
+    return HEALTHY_PREFIX + dotted, ROLLBACK_PREFIX + dotted
+
+
+def record_of(healthy: str | None, rollback: str | None) -> Record:
+    """The record these texts hold (None or "": that part is absent).
+    :class:`RecordError` when gitsync could not have written it: not a JSON object, a
+    field of the wrong type, a healthy spec that Git's schema refuses (it came from
+    Git), or a digest that is not its spec's."""
+    return Record(
+        _healthy(_parsed(healthy, "lastHealthy")), _rollback(_parsed(rollback, "rollback"))
+    )
+
+
+def records_of(data: Mapping[str, object] | None) -> dict[str, Record]:
+    """The records in a ConfigMap's ``data``, by MyApp key (``namespace/name``); one that
+    gitsync could not have written is left out, as a reconcile ignores it."""
+    parts: dict[str, dict[str, str]] = {}
+    for name, text in (data or {}).items():
+        for prefix in RECORD_PREFIXES:
+            if name.startswith(prefix) and isinstance(text, str):
+                ns, _, app = name[len(prefix) :].partition(".")
+                parts.setdefault(f"{ns}/{app}", {})[prefix] = text
+    out: dict[str, Record] = {}
+    for key, found in parts.items():
+        try:
+            out[key] = record_of(found.get(HEALTHY_PREFIX), found.get(ROLLBACK_PREFIX))
+        except RecordError:
+            continue
+    return out
+
+
+def _json(value: Obj) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _parsed(text: str | None, what: str) -> object:
+    if not text:
         return None
-    return Healthy(str(h.get("revision") or ""), str(h.get("digest") or ""), h["spec"])
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise RecordError(f"{what}: not JSON ({e})") from None
+
+
+def _healthy(value: object) -> Healthy | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("spec"), dict):
+        raise RecordError("lastHealthy must be a map with a spec")
+    spec: Obj = value["spec"]
+    problems = Problems(limit=1)
+    SPEC(spec, ("spec",), problems)
+    if problems:
+        path, message = problems[0]
+        raise RecordError(f"lastHealthy.{field_name(path)}: {message}")
+    found = _text(value, "digest", "lastHealthy")
+    if found != digest(spec):
+        raise RecordError("lastHealthy.digest is not the digest of its spec")
+    return Healthy(_text(value, "revision", "lastHealthy"), found, spec)
+
+
+def _rollback(value: object) -> Rollback | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RecordError("rollback must be a map")
+    held = _text(value, "heldDigest", "rollback")
+    if not _DIGEST.fullmatch(held):
+        raise RecordError("rollback.heldDigest is not a sha256 digest")
+    return Rollback(
+        _text(value, "from", "rollback"),
+        _text(value, "to", "rollback"),
+        _text(value, "reason", "rollback"),
+        _text(value, "time", "rollback"),
+        held,
+    )
+
+
+def _text(value: Obj, name: str, within: str) -> str:
+    found = value.get(name, "")
+    if not isinstance(found, str):
+        raise RecordError(f"{within}.{name} must be a string")
+    return found
 
 
 def rollback_of(status: Obj | None) -> Rollback | None:
+    """The rollback a MyApp's status reports, for the reports (the drift report, the
+    page): never an input to a decision."""
     r = (status or {}).get("rollback")
     if not isinstance(r, dict) or not r.get("heldDigest"):
         return None
@@ -139,8 +265,8 @@ def rollback_of(status: Obj | None) -> Rollback | None:
 
 
 def described(status: Obj | None) -> str:
-    """Why the cluster runs another spec than Git's on purpose, for the drift report and
-    the page, or "" when no rollback is in force."""
+    """Why the cluster runs another spec than Git's on purpose, as the MyApp's status
+    reports it, for the drift report and the page, or "" when no rollback is in force."""
     rb = rollback_of(status)
     if rb is None:
         return ""
@@ -155,19 +281,24 @@ class Held:
     spec: Obj
 
 
-def hold_of(status: Obj | None, git_spec: Obj | None) -> Held | None:
-    """What holds back ``git_spec`` (what Git declares for the MyApp now), or None: no
-    rollback in force, no healthy spec to hold to, or Git has changed the MyApp's spec
-    since (released)."""
-    rb, healthy = rollback_of(status), healthy_of(status)
+def hold_of(record: Record | None, git_spec: Obj | None, default: RollbackPolicy) -> Held | None:
+    """What holds back ``git_spec`` (what Git declares for the MyApp now), or None: the
+    policy Git gives it (``default`` where it gives none) is not ``auto``, no rollback in
+    force, no healthy spec to hold to, or Git has changed the MyApp's spec since
+    (released)."""
+    if record is None or policy_of(git_spec, default) != "auto":
+        return None
+    rb, healthy = record.rollback, record.healthy
     if rb is None or healthy is None or rb.held != digest(git_spec):
         return None
     return Held(rb, healthy.spec)
 
 
-def holding(status: Obj | None, git_spec: Obj | None) -> Rollback | None:
+def holding(
+    record: Record | None, git_spec: Obj | None, default: RollbackPolicy
+) -> Rollback | None:
     """The rollback that holds back ``git_spec``, or None (see :func:`hold_of`)."""
-    held = hold_of(status, git_spec)
+    held = hold_of(record, git_spec, default)
     return held.rollback if held is not None else None
 
 
@@ -213,6 +344,11 @@ class State:
     failed: str = ""
     released: str = ""
 
+    @property
+    def record(self) -> Record:
+        """What gitsync's record of the MyApp becomes."""
+        return Record(self.healthy, self.rollback)
+
 
 def with_spec(body: Obj, spec: Obj) -> Obj:
     """``body`` (a MyApp's apply body) with ``spec`` in place of its own."""
@@ -237,27 +373,36 @@ def judge(
     *,
     policy: RollbackPolicy,
     git_spec: Obj,
-    status: Obj | None,
+    record: Record | None,
+    phase: str,
     deployment: Obj | None,
     available: bool,
     drift_free: bool,
     revision: str,
     hold: Rollback | None,
+    pinned: bool,
     now: str,
 ) -> Judgement | None:
     """The rollout of a MyApp that Git declares with ``git_spec`` at ``revision``, as its
     Deployment shows it (``available``: at its current generation; ``drift_free``: the
     MyApp and the Deployment are as desired, but for fields other controllers own),
-    given its live ``status`` and the rollback holding Git's spec back (``hold``). None:
+    given gitsync's ``record`` of it, the rollback holding Git's spec back (``hold``),
+    and the phase its status last reported (an Event of a failure is said once).
+    ``pinned``: ``git_spec`` comes from a pin, not from the head of Git's ref. None:
     nothing to judge (suspended: the rollout is stopped), status says what it said."""
     if git_spec.get("suspend"):
         return None
-    healthy = healthy_of(status)
+    healthy = record.healthy if record is not None else None
+    ended = record.rollback if record is not None else None
     if hold is not None:
         return Judgement(State(healthy, hold))
+    if ended is not None and pinned:
+        # a pin is a person's choice, not Git's: the spec held back stays held back,
+        # and is held back again when the pin is lifted (the pinned spec is applied)
+        return Judgement(State(healthy, ended))
     events: list[tuple[EventType, str, str]] = []
     released = ""
-    if (ended := rollback_of(status)) is not None:
+    if ended is not None:
         released = f"Git changed the spec held back since the rollback from {ended.source}"
         events.append(("Normal", RELEASED, f"{released}: applied"))
     found, why = verdict(policy, deployment, git_spec, healthy)
@@ -270,11 +415,13 @@ def judge(
         )
         events.append(("Warning", ROLLED_BACK, message))
         return Judgement(State(healthy, rb), True, tuple(events))
+    # the record is kept under auto alone: with rollback off it decides nothing, and a
+    # spec that reached Available before auto was set is not known as healthy
     kept = healthy if policy == "auto" else None
     if found != "none":
         left = "rollback is off" if found == "off" else "no earlier healthy spec to go back to"
         failed = f"the rollout of {revision or 'this revision'} failed ({why}); {left}"
-        if (status or {}).get("phase") != "Degraded":
+        if phase != "Degraded":
             events.append(("Warning", ROLLOUT_FAILED, failed))
         return Judgement(State(kept, None, failed, released), False, tuple(events))
     if (

@@ -24,6 +24,7 @@ from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.kube.events import EventRecorder
 from gitsync.kube.informer import Informer
+from gitsync.kube.interfaces import RecordStore
 from gitsync.model.api import (
     BUCKET_LABEL,
     DEFAULT_FORCE_MANAGERS,
@@ -143,6 +144,11 @@ class Controller:
     def gate(self) -> Gate:
         """Whether a change may be applied now (sync windows, dependencies)."""
         return self.reconciler.gate
+
+    def keep_records(self, records: RecordStore) -> None:
+        """Keep gitsync's own records (what a rollback needs) in ``records``, before the
+        first reconcile."""
+        self.reconciler.records = records
 
     @property
     def reconciles(self) -> int:

@@ -17,6 +17,7 @@ from gitsync.engine.planner import pending, serving
 from gitsync.kube.interfaces import Cache
 from gitsync.model import myapp_status as statuslib
 from gitsync.model import order as orderlib
+from gitsync.model import rollout as rolloutlib
 from gitsync.model import window as windowlib
 from gitsync.model.api import Obj
 from gitsync.reconcile.ledger import Ledger
@@ -45,10 +46,20 @@ OPEN = Verdict()
 
 
 class Gate:
-    def __init__(self, myapps: Cache, deployments: Cache, ledger: Ledger) -> None:
+    def __init__(
+        self,
+        myapps: Cache,
+        deployments: Cache,
+        ledger: Ledger,
+        record: Callable[[str], rolloutlib.Record | None] = lambda _key: None,
+        rollback: rolloutlib.RollbackPolicy = "off",
+    ) -> None:
         self.myapps = myapps
         self.deployments = deployments
         self.ledger = ledger
+        #: gitsync's record of a MyApp's rollouts, and the policy where Git gives none
+        self.record = record
+        self.rollback = rollback
         self.windows = windowlib.Windows()
         self.now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
 
@@ -84,5 +95,7 @@ class Gate:
         if declared is None:
             return orderlib.not_ready(live, None, False, own, phase)
         git = declared.body
-        moving = pending(serving(git, live), live)
-        return orderlib.not_ready(live, git.get("spec") or {}, moving, own, phase)
+        record = self.record(dep)
+        moving = pending(serving(git, record, self.rollback), live)
+        held = rolloutlib.holding(record, git.get("spec") or {}, self.rollback)
+        return orderlib.not_ready(live, held, moving, own, phase)

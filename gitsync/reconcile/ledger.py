@@ -43,6 +43,8 @@ class Declared:
     body: Obj
     sync: SyncInfo
     claim: Claim
+    #: the body comes from a pin (``gitsync rollback --to``), not from the head of the ref
+    pinned: bool = False
 
 
 @dataclass(slots=True)

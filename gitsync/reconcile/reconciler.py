@@ -35,7 +35,8 @@ from gitsync.errors import (
     quote,
 )
 from gitsync.kube.client import path_of
-from gitsync.kube.interfaces import Cache, Reader, Recorder, StatusWriter, Writer
+from gitsync.kube.interfaces import Cache, Reader, Recorder, RecordStore, StatusWriter, Writer
+from gitsync.kube.records import MemoryRecords
 from gitsync.model import myapp_status as statuslib
 from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
@@ -48,7 +49,7 @@ from gitsync.reconcile.converge import Outcome, converge
 from gitsync.reconcile.gate import Gate, Verdict
 from gitsync.reconcile.keylock import KeyLocks
 from gitsync.reconcile.ledger import Declared, Ledger, Record
-from gitsync.reconcile.result import MyAppAction, Result, Served, foreign_deployment
+from gitsync.reconcile.result import MyAppAction, Result, Served, crash_message, foreign_deployment
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Reconciler:
         events: Recorder,
         settings: Settings = DEFAULT_SETTINGS,
         ledger: Ledger | None = None,
+        records: RecordStore | None = None,
     ) -> None:
         self.myapps = myapps
         self.deployments = deployments
@@ -84,6 +86,11 @@ class Reconciler:
         self.settings = settings
         #: what is remembered of each MyApp between reconciles; written here alone
         self.ledger = ledger if ledger is not None else Ledger()
+        #: gitsync's own record of each MyApp's rollouts (in memory alone without an
+        #: instance's ConfigMap)
+        self.records: RecordStore = records if records is not None else MemoryRecords()
+        #: each record's text and what it holds, read once per text
+        self._read_records: dict[str, tuple[tuple[str, str], rolloutlib.Record | None]] = {}
         #: a loop takes keys back when asked (``Result.requeue_after``): the status of
         #: a MyApp whose Deployment's spec was just written is then held back until the
         #: deployment controller has seen it (:meth:`_status_wait`); without one
@@ -93,7 +100,7 @@ class Reconciler:
         self._key_locks = KeyLocks()
         self.clock: Callable[[], float] = time.monotonic
         #: whether a change may be applied now: sync windows, then dependencies
-        self.gate = Gate(myapps, deployments, self.ledger)
+        self.gate = Gate(myapps, deployments, self.ledger, self.record, settings.rollback)
         #: what reconciles tell people (Events, once per news, and log lines)
         self.announce = Announcer(events, self.ledger)
         #: reconciles so far; workers and the sync pass count from their own threads,
@@ -186,6 +193,15 @@ class Reconciler:
                 self._sync_failed(key, rec, declared, str(e))
             temporary = isinstance(e, GitsyncError) and e.temporary
             return Result(error=str(e), action=action, temporary=temporary)
+        except Exception as e:
+            # a defect met on this MyApp (an input read back from the cluster that no
+            # check foresaw): it fails alone, said as a failure, and the pass and every
+            # other MyApp go on; the traceback is in the log
+            log.exception("internal error", extra={"key": key})
+            message = crash_message(e)
+            if declared is not None:
+                self._sync_failed(key, rec, declared, message)
+            return Result(error=message, action=action)
 
     def _sync_failed(self, key: str, rec: Record, declared: Declared, error: str) -> None:
         """Synced=False on the MyApp (when it exists): this revision did not apply."""
@@ -241,6 +257,11 @@ class Reconciler:
                 hold=hold,
                 paths=served.paths,
             )
+        if state is None and served.git is not None:
+            # not judged now: status shows gitsync's record as it stands, never what
+            # status said before (a report is no source, not even of itself)
+            record = self.record(key) or rolloutlib.Record()
+            state = rolloutlib.State(record.healthy, record.rollback)
         self._status(key, rec, myapp, items, outcome, error, state)
         if error:
             return Result(
@@ -261,10 +282,12 @@ class Reconciler:
         now (rolled back, maybe), and what status says of it (None: carried over)."""
         assert served.git is not None
         git_spec: Obj = served.git.get("spec") or {}
+        record = self.record(key)
         found = rolloutlib.judge(
             policy=rolloutlib.policy_of(git_spec, self.settings.rollback),
             git_spec=git_spec,
-            status=served.myapp.get("status"),
+            record=record,
+            phase=str((served.myapp.get("status") or {}).get("phase") or ""),
             deployment=outcome.live,
             available=statuslib.phase_of(outcome.live) == "Available",
             # a field another controller owns (an HPA's replicas) is left to it for good:
@@ -273,10 +296,15 @@ class Reconciler:
             drift_free=not any(not i.conflict for i in (*served.items, *outcome.drift)),
             revision=rec.sync.revision if rec.sync is not None else "",
             hold=served.hold,
+            pinned=rec.declared is not None and rec.declared.pinned,
             now=statuslib.now(),
         )
         if found is None:
             return served.myapp, outcome, None
+        if found.state.record != (record or rolloutlib.Record()):
+            # the record first: a daemon stopped half way, or another replica, finds
+            # the rollback and completes it rather than applying the failed spec again
+            found = self._keep_record(key, found)
         for kind, reason, message in found.events:
             self.events.emit(served.myapp, kind, reason, message)
         if found.roll_back:
@@ -286,9 +314,8 @@ class Reconciler:
     def _roll_back(
         self, key: str, rec: Record, served: Served, outcome: Outcome, state: rolloutlib.State
     ) -> tuple[Obj, Outcome, rolloutlib.State]:
-        """Re-apply the last healthy spec, and its Deployment. The rollback is recorded in
-        status first: a daemon stopped half way, or another replica, finds the hold and
-        completes it rather than applying the failed spec again."""
+        """Re-apply the last healthy spec, and its Deployment. The rollback is recorded
+        (gitsync's record, then the status that shows it) first."""
         assert served.git is not None and state.healthy is not None and state.rollback
         rb = state.rollback
         entries = driftlib.status_entries(served.items + outcome.drift)
@@ -303,6 +330,37 @@ class Reconciler:
             myapp = res.live
             self.myapps.observe(res.live)
         return myapp, self._converge_deployment(key, myapp, False), state
+
+    def record(self, key: str) -> rolloutlib.Record | None:
+        """gitsync's record of MyApp ``key``'s rollouts, or None. One that gitsync could
+        not have written is ignored (and said once per text): no hold, no healthy spec."""
+        healthy, rollback = rolloutlib.record_keys(key)
+        texts = (self.records.get(healthy) or "", self.records.get(rollback) or "")
+        if not any(texts):
+            return None
+        known = self._read_records.get(key)
+        if known is not None and known[0] == texts:
+            return known[1]
+        found: rolloutlib.Record | None
+        try:
+            found = rolloutlib.record_of(*texts)
+        except rolloutlib.RecordError as e:
+            log.warning("gitsync's rollback record is ignored: %s", e, extra={"key": key})
+            found = None
+        self._read_records[key] = (texts, found)
+        return found
+
+    def _keep_record(self, key: str, found: rolloutlib.Judgement) -> rolloutlib.Judgement:
+        """Write what ``found`` makes of the record; the judgement as it stands when the
+        record cannot take it (full): no healthy spec kept, and no rollback to one."""
+        if self.records.put(found.state.record.texts(key)):
+            return found
+        log.warning(
+            "gitsync's rollback records are full: this MyApp's last healthy spec is not kept",
+            extra={"key": key},
+        )
+        state = dataclasses.replace(found.state, healthy=None, rollback=None)
+        return rolloutlib.Judgement(state)
 
     def _status_wait(
         self, rec: Record, outcome: Outcome, rollout: rolloutlib.State | None
@@ -384,7 +442,7 @@ class Reconciler:
             return Served(myapp, [], "unchanged") if myapp is not None else None
         name = key.split("/", 1)[1]
         git = declared.body
-        held = rolloutlib.hold_of((myapp or {}).get("status"), git.get("spec"))
+        held = rolloutlib.hold_of(self.record(key), git.get("spec"), self.settings.rollback)
         body = git if held is None else rolloutlib.with_spec(git, held.spec)
         verdict = self.gate.judge(body, myapp)
         wait = verdict.wait

@@ -7,10 +7,12 @@ from typing import Literal
 
 from gitsync.engine import drift as driftlib
 from gitsync.engine.planner import Decision, Hold
+from gitsync.errors import one_line
 from gitsync.model import order as orderlib
 from gitsync.model import rollout as rolloutlib
 from gitsync.model.api import KIND, Obj
 from gitsync.reconcile.converge import Outcome
+from gitsync.source.giturl import redact_url
 
 #: what a reconcile did to the MyApp itself; "failed": it could not be applied
 MyAppAction = Literal[Decision, "failed"]
@@ -93,3 +95,10 @@ class Served:
         if self.hold is not None:
             return self.hold.summary(), "rollback"
         return "", ""
+
+
+def crash_message(e: BaseException) -> str:
+    """What the status says of an unexpected exception: its type, and its message on one
+    line, cut, with any URL's credentials hidden (the traceback is in the log)."""
+    text = redact_url(one_line(str(e), 200))
+    return f"internal error: {type(e).__name__}" + (f": {text}" if text else "")

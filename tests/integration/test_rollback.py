@@ -7,24 +7,28 @@ the API server holds."""
 
 from __future__ import annotations
 
+import json
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitsync.daemon.notification import Notification, from_event
+from gitsync.gitops import pins as pinstore
 from gitsync.gitops.sync import Syncer
-from gitsync.kube.apply import Applier
 from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model import pin as pinlib
 from gitsync.model import rollout
 from gitsync.reconcile.controller import Controller, ControllerConfig
+from testenv.cluster import AUDIT_LOG
 from tests.gitserver import Upstream
 from tests.integration.test_cli import gitsync
 from tests.integration.test_drift import kubectl
 from tests.integration.test_ha import Replica
 from tests.integration.test_status import condition, events
-from tests.integration.test_sync import syncer
+from tests.integration.test_sync import state_of, syncer
 from tests.support import app_yaml, available, get, resource_version, wait_until
+from tests.support import audit_writes as writes
 
 Doc = dict[str, Any]
 #: short enough for a test, long enough for a healthy rollout on a loaded machine
@@ -103,6 +107,11 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     s, good, bad, found = broken.syncer, broken.good, broken.bad, broken.myapp
     rb = found["status"]["rollback"]
     assert (rb["from"], rb["to"]) == (f"main@sha1:{bad}", f"main@sha1:{good}")
+    # status shows gitsync's record, which is kept where only gitsync writes: the
+    # instance's status ConfigMap, one key per MyApp
+    record = rollout.record_of(*(state_of(s)[k] for k in rollout.record_keys(f"{namespace}/web")))
+    assert record.rollback is not None and record.rollback.to_status() == rb
+    assert record.healthy is not None and record.healthy.spec["image"] == "web:1"
     assert "timed out progressing" in rb["reason"], rb
     assert rb["heldDigest"] == rollout.digest({**found["spec"], "image": "web:broken"})
     assert found["spec"]["image"] == "web:1"
@@ -133,9 +142,11 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     assert image_of(kube, "MyApp", namespace, "web") == "web:1"
     assert (get(kube, "MyApp", namespace, "web") or {})["status"]["rollback"] == rb
 
-    # diff and drift say so; a hold is no write, so diff exits 0
+    # diff and drift say so; a hold is no write, so diff exits 0 (diff reads the hold from
+    # the instance's record, as it reads the pins: in its status namespace)
     source = ("--repo", upstream.file_url, "--path", "apps", "--allowed-namespaces", namespace)
-    diff = gitsync(kubeconfig, "diff", *source, "--cache-dir", str(cache_dir / "cli"))
+    cli_cache = ("--cache-dir", str(cache_dir / "cli"), "--status-namespace", namespace)
+    diff = gitsync(kubeconfig, "diff", *source, *cli_cache)
     assert diff.returncode == 0, diff.stdout + diff.stderr
     assert (
         f"held MyApp/{namespace}/web: rolled back from main@sha1:{bad}: 1 change from Git held back"
@@ -202,9 +213,14 @@ def test_a_rollback_recorded_by_a_daemon_killed_before_its_apply_is_completed_af
         "time": "2026-01-01T00:00:00Z",
         "heldDigest": rollout.digest(broken["spec"]),
     }
-    Applier(kube, "gitsync").apply_status(
-        namespace, "web", {**broken["status"], "rollback": record}
-    )
+    # (gitsync's record, in the instance's status ConfigMap: status only shows it)
+    healthy_key, rollback_key = rollout.record_keys(f"{namespace}/web")
+    texts = {
+        healthy_key: json.dumps(kept["status"]["lastHealthy"]),
+        rollback_key: json.dumps(record),
+    }
+    assert s.records is not None and s.records.put(texts)
+    assert "rollback" not in (get(kube, "MyApp", namespace, "web") or {})["status"]
 
     restarted = Controller(kube, ControllerConfig(namespace=namespace, workers=2))
     restarted.start()
@@ -328,8 +344,9 @@ def test_removing_the_rollback_record_by_hand_tries_gits_spec_again(
     upstream: Upstream,
     cache_dir: Path,
 ) -> None:
-    """As docs/operating.md says: the record removed from status, the next reconcile
-    applies Git's spec, and a rollout that fails again is rolled back again."""
+    """As docs/operating.md says: the record removed from the instance's status
+    ConfigMap, the next pass applies Git's spec, and a rollout that fails again is rolled
+    back again. Removing what status shows changes nothing: status is a report."""
     broken = break_and_roll_back(kube, namespace, controller, upstream, cache_dir)
     first = broken.myapp["status"]["rollback"]
     wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
@@ -341,6 +358,25 @@ def test_removing_the_rollback_record_by_hand_tries_gits_spec_again(
         *("-n", namespace, "patch", "myapp", "web", "--subresource=status"),
         *("--type=json", "-p", remove),
     )
+    assert broken.syncer.run().ok
+    assert controller.wait_idle(30)
+    shown = wait_until(
+        lambda: (get(kube, "MyApp", namespace, "web") or {}).get("status", {}).get("rollback"),
+        timeout=30,
+        what="status showing the rollback again",
+    )
+    assert shown == first
+    assert image_of(kube, "Deployment", namespace, "web") == "web:1"
+
+    assert broken.syncer.state is not None
+    _, key = rollout.record_keys(f"{namespace}/web")
+    kubectl(
+        kubectl_bin,
+        kubeconfig,
+        *("-n", namespace, "patch", "configmap", broken.syncer.state.name),
+        *("--type=json", "-p", f'[{{"op":"remove","path":"/data/{key}"}}]'),
+    )
+    assert broken.syncer.run().ok
     wait_until(
         lambda: image_of(kube, "Deployment", namespace, "web") == "web:broken",
         timeout=30,
@@ -385,3 +421,32 @@ def test_an_app_whose_replicas_another_controller_owns_keeps_its_healthy_spec(
 
     found = wait_until(kept, timeout=60, what="web:2 kept though hpa owns the replicas")
     assert [d["path"] for d in found["status"]["drift"] if d["conflict"]] == ["spec.replicas"]
+
+
+def test_a_pin_and_its_lifting_release_no_rollback(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    """A pin is a person's choice, not Git's: pinned to the healthy commit, the spec held
+    back stays held back (no RollbackReleased), and lifting the pin holds it back again
+    rather than rolling the broken spec out a second time."""
+    broken = break_and_roll_back(kube, namespace, controller, upstream, cache_dir)
+    s, first = broken.syncer, broken.myapp["status"]["rollback"]
+    assert s.state is not None
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+    pin = pinlib.Pin(broken.good, "sre@example.com", "2026-12-08T00:00:00Z", "incident")
+    pinstore.write(kube, s.state, pin)
+    assert s.run().ok
+    assert controller.wait_idle(30)
+    assert image_of(kube, "MyApp", namespace, "web") == "web:1"
+    assert (get(kube, "MyApp", namespace, "web") or {})["status"]["rollback"] == first
+    assert pinstore.remove(kube, s.state, "") == pin
+    since = AUDIT_LOG.stat().st_size
+    assert s.run().ok
+    assert controller.wait_idle(30)
+    found = get(kube, "MyApp", namespace, "web") or {}
+    assert found["spec"]["image"] == "web:1" and found["status"]["rollback"] == first
+    assert image_of(kube, "Deployment", namespace, "web") == "web:1"
+    # nothing of the broken spec was sent again: no write of the MyApp or its Deployment
+    assert [w for w in writes(namespace, "web", since) if w[1] != "status"] == []
+    assert controller.events.flush(), "Events still queued"
+    assert not events(kube, namespace, "web", "RollbackReleased")

@@ -15,6 +15,8 @@ from gitsync.engine.changeset import ChangeSet
 from gitsync.gitops.sync import Syncer, SyncOptions, identity_of
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.kube.records import Records
+from gitsync.model import rollout
 from gitsync.model.api import subject
 from gitsync.model.render import inputs, render
 from gitsync.reconcile.controller import Controller
@@ -39,7 +41,8 @@ def syncer(
     )
     name = identity_of(opts).name
     state = StateWriter(controller.kube, namespace, name, events=controller.events)
-    return Syncer(controller, source, opts, state)
+    records = Records(controller.kube, namespace, state.name, name, rollout.RECORD_PREFIXES)
+    return Syncer(controller, source, opts, state, records)
 
 
 def state_of(s: Syncer) -> dict[str, str]:

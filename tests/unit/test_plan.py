@@ -607,7 +607,8 @@ def test_a_planned_myapp_and_its_deployment_are_remembered_by_what_they_are_made
     # a spec a rollback holds to is made anew by each plan: the memo keeps a copy of it
     broken = {**git, "spec": {"image": "nginx:broken", "replicas": 1}}
     live_app = rolled_back_from(broken["spec"], APP["spec"])
-    app, _ = plan_app(broken, live_app, live_dep, Settings())
+    record = held_back(broken["spec"], APP["spec"])
+    app, _ = plan_app(broken, live_app, live_dep, AUTO, record=record)
     assert app.hold == "rollback"
     kept = planner._STAMPS["MyApp/shop/web"][0]
     assert kept is not broken and isinstance(kept, dict)
@@ -936,30 +937,49 @@ def test_after_merges_maps_and_replaces_everything_else(live: Obj, body: Obj, me
 
 
 def rolled_back_from(git_spec: Obj, healthy: Obj) -> Obj:
-    """A live MyApp that runs ``healthy`` because a rollback holds ``git_spec`` back."""
+    """A live MyApp that runs ``healthy`` because a rollback holds ``git_spec`` back, its
+    status saying so (:func:`held_back`: gitsync's record of it)."""
     live = applied({**APP, "spec": healthy})
+    record = held_back(git_spec, healthy)
+    assert record.healthy is not None and record.rollback is not None
     live["status"] = {
-        "lastHealthy": {"revision": "main@sha1:good", "digest": "d", "spec": healthy},
-        "rollback": {
-            "from": "main@sha1:bad",
-            "to": "main@sha1:good",
-            "reason": "timed out",
-            "heldDigest": rollout.digest(git_spec),
-        },
+        "lastHealthy": record.healthy.to_status(),
+        "rollback": record.rollback.to_status(),
     }
     return live
+
+
+def held_back(git_spec: Obj, healthy: Obj) -> rollout.Record:
+    """gitsync's record of a rollback that holds ``git_spec`` back for ``healthy``."""
+    return rollout.Record(
+        rollout.Healthy("main@sha1:good", rollout.digest(healthy), healthy),
+        rollout.Rollback(
+            "main@sha1:bad", "main@sha1:good", "timed out", "t", rollout.digest(git_spec)
+        ),
+    )
+
+
+AUTO = Settings(rollback="auto")
 
 
 def test_a_rollback_in_force_shows_gits_spec_as_held_and_plans_the_healthy_one() -> None:
     broken = {"image": "nginx:broken", "replicas": 1}
     live_app = rolled_back_from(broken, APP["spec"])
-    app, deployment = plan_app({**APP, "spec": broken}, live_app, applied(dep()), Settings())
+    record = held_back(broken, APP["spec"])
+    git = {**APP, "spec": broken}
+    app, deployment = plan_app(git, live_app, applied(dep()), AUTO, record=record)
     assert (app.action, deployment.action) == ("unchanged", "unchanged")
     [change] = changes_of(app)
     assert change.paths == ("spec.image",) and not change.writes
     assert (change.diff[0].old, change.diff[0].new) == ("nginx:1.27", "nginx:broken")
     assert change.reason == "rolled back from main@sha1:bad: 1 change from Git held back"
     assert change.hold == "rollback"
+    # what the live status says of a rollback holds nothing back: only gitsync's record
+    app, deployment = plan_app(git, live_app, applied(dep()), AUTO)
+    assert (app.action, deployment.action, app.hold) == ("configured", "configured", "")
+    # nor does the record where the policy is not auto
+    app, _ = plan_app(git, live_app, applied(dep()), Settings(), record=record)
+    assert (app.action, app.hold) == ("configured", "")
 
 
 def test_a_myapp_no_rollback_holds_is_held_by_nothing() -> None:
@@ -973,9 +993,11 @@ def test_a_myapp_no_rollback_holds_is_held_by_nothing() -> None:
 
 
 def test_a_commit_that_changes_the_held_apps_spec_is_planned_as_usual() -> None:
-    live_app = rolled_back_from({"image": "nginx:broken", "replicas": 1}, APP["spec"])
+    broken = {"image": "nginx:broken", "replicas": 1}
+    live_app = rolled_back_from(broken, APP["spec"])
     fixed = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}
-    app, deployment = plan_app(fixed, live_app, applied(dep()), Settings())
+    record = held_back(broken, APP["spec"])
+    app, deployment = plan_app(fixed, live_app, applied(dep()), AUTO, record=record)
     assert (app.action, deployment.action) == ("configured", "configured")
     assert after(app)["spec"]["image"] == "nginx:1.28" and not app.reason
     assert IMAGE in changes_of(deployment)[0].paths
@@ -994,13 +1016,14 @@ def test_pending_is_a_change_not_applied_yet_and_never_drift() -> None:
 
 def test_serving_is_git_unless_a_rollback_holds_its_spec_back() -> None:
     broken = {**APP, "spec": {"image": "nginx:broken", "replicas": 1}}
-    assert serving(broken, None) is broken
-    assert serving(broken, applied(APP)) is broken
-    held = serving(broken, rolled_back_from(broken["spec"], APP["spec"]))
-    assert held == {**broken, "spec": APP["spec"]}
+    record = held_back(broken["spec"], APP["spec"])
+    assert serving(broken, None, "auto") is broken
+    assert serving(broken, rollout.Record(), "auto") is broken
+    assert serving(broken, record, "auto") == {**broken, "spec": APP["spec"]}
+    assert serving(broken, record, "off") is broken
     # a commit that changes the spec is served as Git has it
     fixed = {**APP, "spec": {"image": "nginx:1.28", "replicas": 1}}
-    assert serving(fixed, rolled_back_from(broken["spec"], APP["spec"])) is fixed
+    assert serving(fixed, record, "auto") is fixed
 
 
 def test_plan_app_corrects_drift_unless_told_the_window_is_frozen() -> None:

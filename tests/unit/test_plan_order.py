@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from typing import Any
 
 from gitsync.engine.changeset import PruneGuard, hold_prunes, plan, plan_prune
+from gitsync.engine.planner import Settings
 from gitsync.model.api import Obj
 from gitsync.model.render import render
 from gitsync.model.window import OVERRIDE_ANNOTATION, Windows, parse_all
@@ -247,7 +249,16 @@ def test_a_wait_is_said_before_a_rollback_as_the_reconcile_says_it() -> None:
             "heldDigest": rollout.digest(git["spec"]),
         },
     }
-    changes = plan({"shop/web": git}, {"shop/web": web_live}, {"shop/web": web_dep})
+    record = rollout.record_of(
+        *(json.dumps(web_live["status"][k]) for k in ("lastHealthy", "rollback"))
+    )
+    changes = plan(
+        {"shop/web": git},
+        {"shop/web": web_live},
+        {"shop/web": web_dep},
+        settings=Settings(rollback="auto"),
+        records={"shop/web": record},
+    )
     got = actions(changes)
     assert got["MyApp/shop/web"][:2] == ("unchanged", "dependency"), got
     assert got["MyApp/shop/web"][2].startswith("waiting for MyApp/shop/db (not created yet)")

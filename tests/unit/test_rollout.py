@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from typing import Any
 
 import pytest
@@ -116,7 +118,7 @@ def test_a_rollout_fails_when_the_deployment_controller_says_so_for_this_generat
     assert rollout.failure(d) == why
 
 
-def test_what_status_keeps_reads_back() -> None:
+def test_what_status_shows_is_the_record_s_shape() -> None:
     h = rollout.Healthy(G, rollout.digest(GOOD), GOOD)
     rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
     status = {"lastHealthy": h.to_status(), "rollback": rb.to_status()}
@@ -128,7 +130,11 @@ def test_what_status_keeps_reads_back() -> None:
         "heldDigest": rollout.digest(BAD),
     }
     assert status["lastHealthy"] == {"revision": G, "digest": rollout.digest(GOOD), "spec": GOOD}
-    assert rollout.healthy_of(status) == h
+    texts = rollout.Record(h, rb).texts("shop/web")
+    assert {k: json.loads(v) for k, v in texts.items()} == {
+        "healthy.shop.web": status["lastHealthy"],
+        "rollback.shop.web": status["rollback"],
+    }
     assert rollout.rollback_of(status) == rb
     assert rb.summary() == f"rolled back from {R}"
     assert rollout.Rollback("", G, "", NOW, "d").summary() == (
@@ -136,23 +142,63 @@ def test_what_status_keeps_reads_back() -> None:
     )
 
 
+def record(status: Obj | None) -> rollout.Record:
+    """The record that says what ``status`` reports (as gitsync wrote both)."""
+    shown = [(status or {}).get(k) for k in ("lastHealthy", "rollback")]
+    return rollout.record_of(*(json.dumps(v) if v is not None else None for v in shown))
+
+
+def test_a_record_reads_back_what_it_was() -> None:
+    healthy = rollout.Healthy(G, rollout.digest(GOOD), GOOD)
+    rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
+    for kept in (rollout.Record(healthy, rb), rollout.Record(healthy), rollout.Record(None, rb)):
+        texts = kept.texts("shop/web")
+        assert rollout.record_of(texts["healthy.shop.web"], texts["rollback.shop.web"]) == kept
+    assert rollout.Record().texts("shop/web") == {"healthy.shop.web": "", "rollback.shop.web": ""}
+    assert rollout.record_keys("shop/web") == ("healthy.shop.web", "rollback.shop.web")
+    assert rollout.records_of(
+        {
+            **rollout.Record(healthy).texts("shop/web"),
+            "rollback.shop.db": "not json",
+            **rollout.Record(None, rb).texts("shop/api"),
+            "pin.shop.web": "{}",
+            "revision": "x",
+        }
+    ) == {"shop/web": rollout.Record(healthy), "shop/api": rollout.Record(None, rb)}
+
+
 @pytest.mark.parametrize(
-    "status",
+    ("healthy", "rollback", "why"),
     [
-        None,
-        {},
-        {"lastHealthy": None},
-        {"lastHealthy": "x"},
-        {"lastHealthy": {"revision": G}},
-        {"lastHealthy": {"revision": G, "spec": "x"}},
+        ("not json", None, "lastHealthy: not JSON"),
+        (None, "not json", "rollback: not JSON"),
+        ("[]", None, "lastHealthy must be a map with a spec"),
+        ('"x"', None, "lastHealthy must be a map with a spec"),
+        ('{"revision": "r"}', None, "lastHealthy must be a map with a spec"),
+        # what a MyApp's spec may not be in Git, a record may not hold either
+        ('{"spec": {"image": "a", "dependsOn": 5}, "digest": "d"}', None, "spec.dependsOn"),
+        ('{"spec": {"replicas": 1}}', None, "lastHealthy.spec.image"),
+        # a spec that is not the one its digest names
+        (
+            json.dumps({"spec": GOOD, "digest": rollout.digest(BAD)}),
+            None,
+            "lastHealthy.digest is not the digest of its spec",
+        ),
+        (None, '"x"', "rollback must be a map"),
+        (None, '{"heldDigest": ""}', "not a sha256 digest"),
+        (None, '{"heldDigest": 5}', "rollback.heldDigest must be a string"),
+        (
+            None,
+            json.dumps({"heldDigest": rollout.digest(BAD), "from": 1}),
+            "rollback.from must be a string",
+        ),
     ],
 )
-def test_no_healthy_spec_without_one_in_status(status: Obj | None) -> None:
-    assert rollout.healthy_of(status) is None
-
-
-def test_a_healthy_spec_without_revision_or_digest_reads_as_empty_strings() -> None:
-    assert rollout.healthy_of({"lastHealthy": {"spec": GOOD}}) == rollout.Healthy("", "", GOOD)
+def test_a_record_gitsync_could_not_have_written_is_refused(
+    healthy: str | None, rollback: str | None, why: str
+) -> None:
+    with pytest.raises(rollout.RecordError, match=re.escape(why)):
+        rollout.record_of(healthy, rollback)
 
 
 @pytest.mark.parametrize(
@@ -165,31 +211,39 @@ def test_a_healthy_spec_without_revision_or_digest_reads_as_empty_strings() -> N
         {"rollback": {"heldDigest": ""}},
     ],
 )
-def test_no_rollback_without_the_held_digest(status: Obj | None) -> None:
+def test_a_status_reports_no_rollback_without_a_held_digest(status: Obj | None) -> None:
     assert rollout.rollback_of(status) is None
-
-
-def test_a_rollback_without_its_other_fields_reads_as_empty_strings() -> None:
-    assert rollout.rollback_of({"rollback": {"heldDigest": "d"}}) == rollout.Rollback(
-        "", "", "", "", "d"
-    )
+    assert rollout.described(status) == ""
 
 
 def test_git_s_spec_is_held_while_git_declares_what_was_rolled_back() -> None:
     rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
-    status = healthy_status(rollback=rb.to_status())
-    assert rollout.holding(status, BAD) == rb
-    assert rollout.hold_of(status, BAD) == rollout.Held(rb, GOOD)
+    held = record(healthy_status(rollback=rb.to_status()))
+    assert rollout.holding(held, BAD, "auto") == rb
+    assert rollout.hold_of(held, BAD, "auto") == rollout.Held(rb, GOOD)
     # the same spec, written otherwise (key order): still held
-    assert rollout.holding(status, {"replicas": 2, "image": "nginx:broken"}) == rb
+    assert rollout.holding(held, {"replicas": 2, "image": "nginx:broken"}, "auto") == rb
     # a commit that changes this MyApp's spec releases it: a fix, or a revert
     for changed in ({**BAD, "replicas": 3}, GOOD, {}):
-        assert rollout.holding(status, changed) is None
-        assert rollout.hold_of(status, changed) is None
+        assert rollout.holding(held, changed, "auto") is None
+        assert rollout.hold_of(held, changed, "auto") is None
     # no healthy spec to hold to: nothing held (the rollback cannot be carried out)
-    assert rollout.holding({"rollback": rb.to_status()}, BAD) is None
-    assert rollout.hold_of({"rollback": rb.to_status()}, BAD) is None
-    assert rollout.holding(healthy_status(), BAD) is None
+    assert rollout.holding(record({"rollback": rb.to_status()}), BAD, "auto") is None
+    assert rollout.hold_of(record({"rollback": rb.to_status()}), BAD, "auto") is None
+    assert rollout.holding(record(healthy_status()), BAD, "auto") is None
+    assert rollout.holding(None, BAD, "auto") is None
+
+
+def test_nothing_is_held_unless_the_policy_is_auto() -> None:
+    rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
+    held = record(healthy_status(rollback=rb.to_status()))
+    # the policy Git gives the MyApp, else the daemon's
+    assert rollout.hold_of(held, BAD, "off") is None
+    assert rollout.hold_of(held, {**BAD, "rollback": "off"}, "auto") is None
+    with_auto = {**BAD, "rollback": "auto"}
+    rb_auto = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(with_auto))
+    held = record(healthy_status(rollback=rb_auto.to_status()))
+    assert rollout.hold_of(held, with_auto, "off") == rollout.Held(rb_auto, GOOD)
 
 
 def test_a_healthy_spec_is_kept_up_to_its_bound() -> None:
@@ -227,10 +281,14 @@ def test_the_verdict_of_a_rollout(
 
 
 def judge(**kw: Any) -> rollout.Judgement | None:
+    """The judgement with ``status`` (what the record holds, and the phase reported)."""
+    status = kw.pop("status", healthy_status(phase="Progressing"))
     args: dict[str, Any] = {
         "policy": "auto",
         "git_spec": BAD,
-        "status": healthy_status(phase="Progressing"),
+        "record": record(status),
+        "phase": (status or {}).get("phase", ""),
+        "pinned": False,
         "deployment": FAILED,
         "available": False,
         "drift_free": True,
@@ -319,6 +377,20 @@ def test_a_commit_that_changes_a_held_myapp_releases_it() -> None:
     healthy = rollout.Healthy(G, rollout.digest(GOOD), GOOD)
     assert found.state == rollout.State(healthy, None, "", released)
     assert found.events == (("Normal", "RollbackReleased", f"{released}: applied"),)
+
+
+def test_a_pin_does_not_release_what_a_rollback_holds_back() -> None:
+    # gitsync rollback --to GOOD: the pinned spec runs, and the spec held back stays held
+    # back (lifting the pin holds it back again, it is not rolled out a second time)
+    rb = rollout.Rollback(R, G, "timed out", NOW, rollout.digest(BAD))
+    status = healthy_status(rollback=rb.to_status())
+    pinned = {**GOOD, "replicas": 3}
+    found = judge(git_spec=pinned, status=status, deployment=deployment(), pinned=True)
+    healthy = rollout.Healthy(G, rollout.digest(GOOD), GOOD)
+    assert found == rollout.Judgement(rollout.State(healthy, rb))
+    # the head of Git's ref changing it is a release
+    head = judge(git_spec=pinned, status=status, deployment=deployment(), pinned=False)
+    assert head is not None and head.state.rollback is None and head.state.released
 
 
 def test_a_released_spec_that_fails_again_is_rolled_back_again() -> None:

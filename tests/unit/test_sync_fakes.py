@@ -16,17 +16,17 @@ from gitsync.engine.changeset import ChangeSet, PruneGuard, plan, plan_prune
 from gitsync.engine.planner import Settings
 from gitsync.errors import APIInvalidError, APIServerError, APITimeoutError, GitsyncError
 from gitsync.gitops import namespaces as nslib
-from gitsync.gitops.sync import Syncer, SyncOptions, crash_message, myapp_body
+from gitsync.gitops.sync import Syncer, SyncOptions, myapp_body
 from gitsync.gitops.sync_state import Part, StateWriter
 from gitsync.kube.client import path_of
-from gitsync.kube.interfaces import Cache, Recorder
+from gitsync.kube.interfaces import Cache, Recorder, RecordStore
 from gitsync.model.api import ADOPT_ANNOTATION, KIND, SOURCE_LABEL
 from gitsync.model.instance import refusal_of
 from gitsync.model.myapp_status import SyncInfo
 from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
 from gitsync.reconcile.reconciler import ObjectWriter, Reconciler
-from gitsync.reconcile.result import Result
+from gitsync.reconcile.result import Result, crash_message
 from gitsync.source import manifests
 from gitsync.source.checkout import CommitInfo, Revision
 from tests.fakes import FakeCache, FakeCluster, FakeRecorder
@@ -98,6 +98,9 @@ class FakeOperator:
     @property
     def settings(self) -> Settings:
         return self.reconciler.settings
+
+    def keep_records(self, records: RecordStore) -> None:
+        self.reconciler.records = records
 
 
 class DirSource:
