@@ -17,6 +17,9 @@ FIELD_MANAGER: Final = "gitsync"
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "gitsync"
+#: the prefix of every label and annotation gitsync sets or reads as a control: never
+#: accepted from Git (see :mod:`gitsync.model.schema`)
+CONTROL_PREFIX: Final = "gitsync.apps.example.com/"
 #: names the source instance (repo URL + path, hashed); prune only touches its own
 SOURCE_LABEL: Final = "gitsync.apps.example.com/source"
 #: on a rendered Deployment: its MyApp's bucket, so each replica of a sharded instance

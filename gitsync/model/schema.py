@@ -11,6 +11,9 @@ document around it (apiVersion, kind, the metadata gitsync applies) here.
 Stricter than the CRD on purpose: where the API server would prune an unknown field
 silently, or gitsync would fight another value every sync (the labels and annotation it
 sets itself), the user gets an error that names the field, before anything is applied.
+Every ``gitsync.apps.example.com/`` label and annotation is refused: a control such as
+the one-shot window override is set by hand on the live object, and declared in Git it
+would be applied back after each use.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import cast
 from gitsync.errors import plain_or_quote
 from gitsync.model.api import (
     API_VERSION,
+    CONTROL_PREFIX,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -51,6 +55,10 @@ _QUALIFIED_KEY = re.compile(
 )
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _RESERVED = {"labels": (SOURCE_LABEL, MANAGED_BY_LABEL), "annotations": (SOURCE_PATH_ANNOTATION,)}
+_CONTROL = (
+    f"is reserved ({CONTROL_PREFIX} keys are gitsync's own, or controls set by hand on the"
+    " live object, never declared in Git); remove it"
+)
 
 
 def is_dns_label(value: object) -> bool:
@@ -167,6 +175,10 @@ def _string_map(value: object, field: str, reserved: tuple[str, ...], out: Probl
             out.append((path, "invalid key: [dns-prefix/]name, name at most 63 of a-z0-9-_."))
         elif key in reserved and not (key == MANAGED_BY_LABEL and item == MANAGED_BY):
             out.append((path, "is set by gitsync; remove it"))
+        elif key.startswith(CONTROL_PREFIX):
+            # declared in Git, a one-shot control (a window override) would be applied
+            # back after each use, and gitsync's own keys would be fought over
+            out.append((path, _CONTROL))
         if not isinstance(item, str):
             out.append((path, f"must be a string, found {kind_of(item)}; quote it"))
         elif field == "labels" and not _LABEL_VALUE.fullmatch(item):

@@ -4,8 +4,9 @@ A manifest file is written by whoever can push to the repository, so turning it 
 must have a bounded cost: :class:`Composer` counts nesting depth, alias expansion, nodes and
 bytes (per value, per document, per file) while it builds the nodes, and stops the file with
 :class:`TooComplex` at the first limit hit. It also records duplicate mapping keys, which
-PyYAML would settle silently in favour of the last one, and :func:`line_of` finds a field's
-line in the composed nodes so that an error can point at it.
+PyYAML would settle silently in favour of the last one (a key both given and merged by
+``<<`` is refused as it is constructed, for the same reason), and :func:`line_of` finds a
+field's line in the composed nodes so that an error can point at it.
 
 Plain scalars are read as kubectl reads them (sigs.k8s.io/yaml, on go-yaml v2), not as
 PyYAML's YAML 1.1 does: ``1:20`` is the string "1:20", not the sexagesimal 80 (whose
@@ -153,10 +154,13 @@ class Loader(_Base):
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         """The merge key ``<<`` as the YAML merge spec and go-yaml (so kubectl) read it:
-        the mapping's own keys win, then the merged mappings in their order, the first of
-        ``<<: [*a, *b]`` before the second. (PyYAML 6.0.2 and later let the last win.)"""
+        the merged mappings in their order, the first of ``<<: [*a, *b]`` before the
+        second. (PyYAML 6.0.2 and later let the last win.) A key both given and merged,
+        or merged by two ``<<`` keys, is refused: go-yaml keeps whichever comes last, the
+        merge spec the given one, so what was meant is not known."""
         own: list[tuple[yaml.Node, yaml.Node]] = []
         merged: list[list[tuple[yaml.Node, yaml.Node]]] = []
+        merges: list[tuple[yaml.Node, list[yaml.Node]]] = []  # each << and the keys it brings
         for key_node, value_node in node.value:
             if key_node.tag != MERGE:
                 if key_node.tag == "tag:yaml.org,2002:value":
@@ -164,6 +168,7 @@ class Loader(_Base):
                 own.append((key_node, value_node))
                 continue
             subs = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            keys: list[yaml.Node] = []
             for sub in subs:
                 if not isinstance(sub, yaml.MappingNode):
                     raise ConstructorError(
@@ -174,10 +179,39 @@ class Loader(_Base):
                     )
                 self.flatten_mapping(sub)
                 merged.append(sub.value)
+                keys += [k for k, _ in sub.value]
+            merges.append((key_node, keys))
         if merged:
+            _refuse_overlap([k for k, _ in own], merges)
             # a mapping is constructed key by key, the last of equal keys kept: so the
             # pairs that win come last
             node.value = [pair for pairs in reversed(merged) for pair in pairs] + own
+
+
+def _refuse_overlap(own: list[yaml.Node], merges: list[tuple[yaml.Node, list[yaml.Node]]]) -> None:
+    """Raises at the first key that more than one of ``own`` and ``merges`` sets (keys of
+    one ``<<: [*a, *b]`` may repeat: the first wins, in go-yaml as in the merge spec)."""
+    by: dict[object, yaml.Node] = {}  # a merged key -> the << that merged it first
+    for merge_node, keys in merges:
+        mine = {key_value(k): k for k in keys}
+        for key, key_node in mine.items():
+            first = by.setdefault(key, merge_node)
+            if first is not merge_node:
+                msg = (
+                    f"key {quote(str(key_node.value))} is merged by two '<<' keys (lines"
+                    f" {first.start_mark.line + 1} and {merge_node.start_mark.line + 1}):"
+                    " kubectl keeps the last, so merge it once"
+                )
+                raise ConstructorError(None, None, msg, merge_node.start_mark)
+    for key_node in own:
+        merger = by.get(key_value(key_node))
+        if merger is not None:
+            msg = (
+                f"key {quote(str(key_node.value))} is both given and merged by the '<<' on"
+                f" line {merger.start_mark.line + 1}: kubectl keeps whichever comes last,"
+                " so give it once"
+            )
+            raise ConstructorError(None, None, msg, key_node.start_mark)
 
 
 def _construct(

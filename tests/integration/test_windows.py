@@ -1,7 +1,8 @@
 """Sync windows on the real control plane, through the CLI: a closed window holds a
 change (diff says so first, exit 0), drift is still corrected unless corrections are
-blocked, the one-shot annotation lets one change through and is removed, --ignore-windows
-applies and records it, and a prune waits for the window. What was written is read from
+blocked, the one-shot annotation lets one change through and is removed (and is refused
+when Git declares it), --ignore-windows applies and records it, and a prune waits for the
+window. What was written is read from
 the API server: the objects, gitsync's Apply entry in managedFields, status, Events."""
 
 from __future__ import annotations
@@ -136,3 +137,38 @@ def test_the_annotation_lets_one_change_through_and_ignore_windows_records_it(
     assert image(kube, namespace, "web") == "nginx:1.29"
     found = events(kube, namespace, "web", "SyncWindowOverridden")
     assert any(e["message"].endswith(": --ignore-windows") for e in found), found
+
+
+def test_an_override_declared_in_git_is_refused_and_the_window_still_holds(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    # declared in Git, the one-shot override would be applied back after each use and
+    # let every later change of the MyApp through a deny window
+    repo = Repo(tmp_path, namespace, kubeconfig)
+    repo.write("web")
+    repo.run("sync")
+    file = tmp_path / "apps" / "web.yaml"
+    declared = app_yaml(namespace, "web", image="nginx:1.28").replace(
+        "spec:\n", f"  annotations:\n    {OVERRIDE_ANNOTATION}: INC-7\nspec:\n"
+    )
+    file.write_text(declared)
+    # refused while no window is closed, and inside one: nothing of it applied
+    for flags in ((), ("--sync-window", CLOSED)):
+        args = ("--status-namespace", namespace, *flags)
+        proc = gitsync(kubeconfig, "sync", *common(tmp_path, namespace), *args)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"apps/web.yaml:7:5 (document 0): metadata.annotations.{OVERRIDE_ANNOTATION}: " in (
+            proc.stdout + proc.stderr
+        )
+        web = get(kube, "MyApp", namespace, "web") or {}
+        assert web["spec"]["image"] == "nginx:1.27"
+        assert OVERRIDE_ANNOTATION not in (web["metadata"].get("annotations") or {})
+    proc = gitsync(kubeconfig, "validate", *common(tmp_path, namespace))
+    assert proc.returncode == 1 and "apps/web.yaml:7:5" in proc.stdout + proc.stderr
+    # the same change without it: the deny window holds it, then it is applied once open
+    repo.write("web", image="nginx:1.28")
+    out = repo.run("sync", "--sync-window", CLOSED)
+    assert any(line.startswith("held ") and HELD.search(line) for line in out.splitlines())
+    assert image(kube, namespace, "web") == "nginx:1.27"
+    repo.run("sync")
+    assert image(kube, namespace, "web") == "nginx:1.28"

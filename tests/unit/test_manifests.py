@@ -251,6 +251,43 @@ def test_invalid_metadata(tmp_path: Path, metadata: str, field: str, fragment: s
     assert result.apps == ()
 
 
+RESERVED_KEYS = [
+    ("annotations", "gitsync.apps.example.com/sync-window-override"),
+    ("annotations", "gitsync.apps.example.com/adopt"),
+    ("annotations", "gitsync.apps.example.com/applied"),
+    ("annotations", "gitsync.apps.example.com/accept-non-fast-forward"),
+    ("annotations", "gitsync.apps.example.com/anything-new"),
+    ("labels", "gitsync.apps.example.com/instance"),
+    ("labels", "gitsync.apps.example.com/bucket"),
+    ("labels", "gitsync.apps.example.com/sync-window-override"),
+]
+
+
+@pytest.mark.parametrize(("field", "key"), RESERVED_KEYS)
+def test_control_keys_are_refused_in_git_naming_file_and_line(
+    tmp_path: Path, field: str, key: str
+) -> None:
+    # a control declared in Git would be applied back after each use: a one-shot window
+    # override would let every later change through
+    text = APP.format(name="web", namespace="shop").replace(
+        "spec:\n", f"  {field}:\n    team: shop\n    {key}: INC-1\n" + "spec:\n"
+    )
+    write(tmp_path, {"apps/web.yaml": text, "apps/ok.yaml": app("ok")})
+    result = load(tmp_path)
+    err = only_error(result)
+    assert (err.file, err.line, err.field) == ("apps/web.yaml", 8, f"metadata.{field}.{key}")
+    assert str(err).startswith(f"apps/web.yaml:8:5 (document 0): metadata.{field}.{key}: ")
+    assert "is reserved" in err.message and "never declared in Git" in err.message
+    assert [a.obj["metadata"]["name"] for a in result.apps] == ["ok"]
+
+
+def test_a_lookalike_prefix_is_not_reserved(tmp_path: Path) -> None:
+    meta = "{name: web, annotations: {apps.example.com/x: a, gitsync.apps.example.com.io/y: b}}"
+    text = f"apiVersion: apps.example.com/v1\nkind: MyApp\nmetadata: {meta}\nspec: {{image: x}}\n"
+    write(tmp_path, {"m.yaml": text})
+    assert load(tmp_path).ok
+
+
 def test_managed_by_label_may_be_written_as_gitsync(tmp_path: Path) -> None:
     meta = "{name: web, labels: {app.kubernetes.io/managed-by: gitsync}}"
     text = f"apiVersion: apps.example.com/v1\nkind: MyApp\nmetadata: {meta}\nspec: {{image: x}}\n"
