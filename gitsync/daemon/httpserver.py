@@ -14,7 +14,8 @@ hold more than a bounded share of it for a bounded time:
 - a request (request line, headers and body) must arrive whole within
   ``request_timeout`` seconds of the connection, however slowly it trickles in;
 - at most ``max_connections`` are open at once; one more takes the place of the
-  request that has been arriving longest, or else of an answer the client is slowest
+  request that has been arriving longest (read first: a probe that has arrived whole
+  is answered, not pushed out by a flood), or else of an answer the client is slowest
   to take (refused only when all are being handled);
 - headers are capped per request, bodies per request and across all requests;
 - a response is plain text, closes the connection, and names no server or version.
@@ -247,7 +248,7 @@ class Server:
         # an unfinished request first; then a connection that has its answer and only
         # lingers; then the answer its client is slowest to take (a slow reader must
         # not keep the kubelet's probes out any more than a slow writer)
-        if self._evict_oldest(("head", "body"), "connections"):
+        if self._evict_unfinished():
             return True
         if self._evict_oldest(("closing",), ""):
             return True
@@ -255,6 +256,26 @@ class Server:
             self._count("connections")
             return True
         return False
+
+    def _evict_unfinished(self) -> bool:
+        """Drop the request that has been arriving longest, but read it first.
+
+        Under a flood the loop falls behind, and one accept drains a backlog of hundreds:
+        a probe accepted there would be the oldest unfinished request before the loop
+        ever read it, though its request is whole in the socket's buffer. Read, it is
+        answered (or found gone) instead of refused, and the next oldest goes.
+        """
+        while True:
+            reading = [c for c in self._conns.values() if c.state in ("head", "body")]
+            if not reading:
+                return False
+            oldest = min(reading, key=lambda c: c.deadline)
+            self._receive(oldest)
+            if self._conns.get(oldest.sock) is not oldest:
+                return True  # closed: the client was gone
+            if oldest.state in ("head", "body"):
+                self._close(oldest, refused="connections")
+                return True
 
     def _evict_oldest(self, states: tuple[State, ...], reason: str) -> bool:
         """Make room by dropping the connection (in one of ``states``) nearest its

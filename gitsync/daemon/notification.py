@@ -236,19 +236,29 @@ def format_for(url: str, configured: str = "auto") -> tuple[Format, str]:
 
 
 def payload(n: Notification, fmt: Format) -> bytes:
+    """The body POSTed for ``n`` in ``fmt``.
+
+    A commit's subject and author, an error, an object's name are written by whoever
+    can push or create objects: in Slack's and Teams' markup they are escaped, so that
+    none can mention a channel, post a link under other words or fake a heading.
+    """
     title = f"gitsync: {n.event} {n.subject}"
     doc: Any
     if fmt == "slack":
-        doc = {"text": f"*{title}*\n{n.message}", **n.to_json()}
+        # Slack reads only ``text``; the copies of gitsync's own fields are escaped as
+        # well, for a Slack workflow that puts them in a message of its own
+        doc = slack_escape({"text": f"*{title}*\n{n.message}", **n.to_json()})
     elif fmt == "teams":
-        # the MessageCard shape Teams' incoming webhooks (and Workflows) accept
+        # the MessageCard shape Teams' incoming webhooks (and Workflows) accept; a
+        # name escapes to itself (a DNS label), so the title reads the same whether a
+        # client takes it as Markdown or as plain text
         doc = {
             "@type": "MessageCard",
             "@context": "https://schema.org/extensions",
-            "summary": title,
+            "summary": markdown_escape(title),
             "themeColor": _COLOURS[n.event],
-            "title": title,
-            "text": n.message,
+            "title": markdown_escape(title),
+            "text": markdown_escape(n.message),
             "sections": [
                 {"facts": [{"name": "id", "value": n.id}, {"name": "time", "value": n.time}]}
             ],
@@ -256,6 +266,37 @@ def payload(n: Notification, fmt: Format) -> bytes:
     else:
         doc = n.to_json()
     return json.dumps(doc, sort_keys=True, default=str).encode()
+
+
+_SLACK: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# HTML's three as entities (a connector card's text takes some HTML, and an autolink is
+# <…>), then every character that starts Markdown: emphasis, code, links and images,
+# headings, tables, strike-through
+_MARKDOWN: Final = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        **{c: "\\" + c for c in "\\`*_[]()!#|~"},
+    }
+)
+
+
+def slack_escape(value: Any) -> Any:
+    """``value`` with ``&``, ``<`` and ``>`` as Slack requires in every string, in
+    lists and dict values too: ``<!channel>`` and ``<url|words>`` are then plain text."""
+    if isinstance(value, str):
+        return value.translate(_SLACK)
+    if isinstance(value, list):
+        return [slack_escape(v) for v in value]
+    if isinstance(value, dict):
+        return {k: slack_escape(v) for k, v in value.items()}
+    return value
+
+
+def markdown_escape(text: str) -> str:
+    """``text`` as plain text in Markdown (Teams): no link, image, emphasis or tag."""
+    return text.translate(_MARKDOWN)
 
 
 def signature(secret: bytes, body: bytes) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from gitsync.daemon import metrics as metricslib
+from gitsync.daemon.notification import markdown_escape, slack_escape
 from gitsync.daemon.notify import Notifier, NotifyOptions
 from gitsync.kube.client import Kube
 from gitsync.reconcile.controller import Controller
@@ -27,7 +28,7 @@ from tests.gitserver import Upstream
 from tests.integration.test_drift import kubectl, start_app
 from tests.integration.test_ha import Replica
 from tests.support import app_yaml, wait_until
-from tests.unit.test_notify import SECRET, Receiver
+from tests.unit.test_notify import HOSTILE, SECRET, Receiver
 
 
 @pytest.fixture
@@ -96,8 +97,9 @@ def test_each_pass_is_one_message_saying_what_changed_why_and_from_which_commit(
     """A real ``gitsync run`` and a receiver on loopback: the first pass (it leads), a
     push (its delivery id), a SIGHUP with a broken file: one message each, with the
     commit's subject and author, what was created, configured and pruned, and what
-    failed; the failure is not told again at the next pass."""
-    receiver = Receiver()
+    failed; the failure is not told again at the next pass. A Slack and a Teams
+    receiver get the same passes, a pusher's hostile subject in them escaped."""
+    receiver, slack, teams = Receiver(), Receiver(), Receiver()
     hook_secret, notify_secret = tmp_path / "hook", tmp_path / "notify"
     hook_secret.write_text("s3cret")
     notify_secret.write_bytes(SECRET)
@@ -108,6 +110,7 @@ def test_each_pass_is_one_message_saying_what_changed_why_and_from_which_commit(
         *("--repo", upstream.file_url, "--path", "apps", "--interval", "3600"),
         *("--webhook-secret-file", str(hook_secret), "--notify-url", receiver.url),
         *("--notify-secret-file", str(notify_secret)),
+        *("--notify-url", f"slack+{slack.url}", "--notify-url", f"teams+{teams.url}"),
     )
     daemon = Replica(kubeconfig, namespace, tmp_path / "gitsync.log", flags)
 
@@ -169,9 +172,34 @@ def test_each_pass_is_one_message_saying_what_changed_why_and_from_which_commit(
         assert len(passes()) == 3, [p["event"] for p in passes()]
         ids = [h["X-Gitsync-Delivery"] for h, _, _ in receiver.received]
         assert len(ids) == len(set(ids)), "a notification was delivered twice"
+
+        # the fix and a's next image, pushed with a subject that would page a channel
+        # and hide a link: the JSON carries it as it is, Slack and Teams as text
+        sha = upstream.commit(
+            {"apps/broken.yaml": None, "apps/a.yaml": app_yaml(namespace, "a", image="web:3")},
+            HOSTILE,
+        )
+        daemon.proc.send_signal(signal.SIGHUP)
+        fourth = wait_until(lambda: passes()[3:], timeout=30, what="the fix's pass told")[0]
+        assert fourth["event"] == "sync.done" and fourth["details"]["commit"]["sha"] == sha
+        assert fourth["details"]["commit"]["subject"] == HOSTILE
+
+        def told(to: Receiver) -> list[dict[str, Any]]:
+            return [d for d in _all(to) if sha in d["text"]]
+
+        said = wait_until(lambda: told(slack), timeout=30, what="Slack told")[0]
+        assert f"{slack_escape(HOSTILE)} (Test)" in said["text"]
+        assert "&lt;!channel&gt; &lt;https://evil.example|click&gt;" in said["text"]
+        assert said["details"]["commit"]["subject"] == slack_escape(HOSTILE)
+        for doc in _all(slack):
+            assert "<" not in json.dumps(doc), "a Slack payload carries a control sequence"
+        card = wait_until(lambda: told(teams), timeout=30, what="Teams told")[0]
+        assert markdown_escape(f"{HOSTILE} (Test)") in card["text"]
+        assert "](" not in card["text"] and "**" not in card["text"]
     finally:
         daemon.stop(signal.SIGKILL)
-        receiver.close()
+        for r in (receiver, slack, teams):
+            r.close()
 
 
 def _all(receiver: Receiver) -> list[dict[str, Any]]:

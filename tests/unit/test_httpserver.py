@@ -5,8 +5,10 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ import pytest
 from gitsync.daemon.httpproto import Request, Response
 from gitsync.daemon.httpserver import Limits, Server
 from gitsync.daemon.metrics import Metrics, standard
+from gitsync.daemon.routes import Routes
 
 
 def echo(request: Request) -> Response:
@@ -66,10 +69,10 @@ def settle(condition: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
-def healthz(server: Server) -> tuple[int, float]:
+def healthz(server: Server, timeout: float = 5) -> tuple[int, float]:
     start = time.monotonic()
     url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
         return int(resp.status), time.monotonic() - start
 
 
@@ -422,3 +425,79 @@ def test_clients_that_never_take_their_answers_cannot_keep_the_probes_out() -> N
             sock.close()
         server.shutdown()
         thread.join(10)
+
+
+# A connection flood from another process, on loopback only and bounded in count and
+# time: each connection sends nothing and is held for a while (the last HOLD of them),
+# then reset, so that neither end keeps a port in TIME_WAIT.
+_FLOOD = """
+import collections, socket, struct, sys, time
+port, count, seconds, hold = (float(a) for a in sys.argv[1:])
+held = collections.deque()
+end = time.monotonic() + seconds
+opened = 0
+while opened < count and time.monotonic() < end:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.settimeout(0.5)
+    try:
+        sock.connect(("127.0.0.1", int(port)))
+        opened += 1
+    except OSError:
+        sock.close()
+        continue
+    held.append(sock)
+    while len(held) > hold:
+        held.popleft().close()
+for sock in held:
+    sock.close()
+"""
+
+
+def test_a_connection_flood_never_pushes_a_probe_out() -> None:
+    """Thousands of connections a second that send nothing each take the place of the
+    oldest unfinished request: the kubelet's probe, once its request has arrived, must
+    never be that one."""
+    metrics = standard()
+    limits = Limits()
+    server = Server(
+        ("127.0.0.1", 0),
+        lambda _request: Response(200, "ok\n"),
+        limits,
+        metrics,
+        inline=Routes.inline,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    flood = subprocess.Popen(
+        [sys.executable, "-c", _FLOOD, str(server.server_address[1]), "100000", "8", "1000"]
+    )
+    try:
+        # the flood is on: the connections are full and newcomers take others' places
+        settle(lambda: metrics.get("gitsync_http_refused_total", reason="connections") > 500)
+        start, before = (
+            time.monotonic(),
+            metrics.get("gitsync_http_refused_total", reason="connections"),
+        )
+        answers: list[int | str] = []
+        for _ in range(20):
+            time.sleep(0.1)  # a kubelet's period, shortened: spread over the flood
+            try:
+                # the liveness probe's timeoutSeconds (deploy/deployment.yaml)
+                answers.append(healthz(server, timeout=3)[0])
+            except urllib.error.HTTPError as e:
+                answers.append(f"{e.code} {e.read().decode().strip()}")
+            except OSError as e:
+                answers.append(repr(e))
+        # every probe was asked while the flood went on
+        assert flood.poll() is None, "the flood ended before the probes did"
+        refused = metrics.get("gitsync_http_refused_total", reason="connections") - before
+        rate = refused / (time.monotonic() - start)
+        failed = [a for a in answers if a != 200]
+        assert not failed, f"{len(failed)} of {len(answers)} probes failed: {failed}"
+    finally:
+        flood.kill()
+        flood.wait(30)
+        server.shutdown()
+        thread.join(10)
+    print(f"flood: {rate:.0f} connections/s pushed out while 20 probes were answered")

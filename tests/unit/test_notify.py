@@ -25,7 +25,9 @@ from gitsync.daemon.notification import (
     format_for,
     from_event,
     from_pass,
+    markdown_escape,
     payload,
+    slack_escape,
 )
 from gitsync.daemon.notify import Notifier, NotifyOptions
 from gitsync.engine import differences
@@ -379,6 +381,87 @@ def test_a_pass_that_wrote_is_one_notification_saying_what_and_why() -> None:
     assert json.loads(payload(n, "json"))["details"]["trigger"]["delivery"] == "d-42"
     assert "Bump web to 1.28" in json.loads(payload(n, "slack"))["text"]
     assert json.loads(payload(n, "teams"))["themeColor"] == "2B8A3E"
+
+
+HOSTILE = "<!channel> <https://evil.example|click> & **urgent** [docs](https://evil.example)"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+
+
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("<!channel>", "&lt;!channel&gt;"),
+        ("<!here|here> <@U123>", "&lt;!here|here&gt; &lt;@U123&gt;"),
+        ("<https://evil.example|click>", "&lt;https://evil.example|click&gt;"),
+        ("a &lt; b", "a &amp;lt; b"),  # an entity in the text stays text
+        ("*bold* _it_ `code` ~s~", "*bold* _it_ `code` ~s~"),  # formatting, not harm
+        ("plain text", "plain text"),
+    ],
+)
+def test_slack_escape_leaves_no_control_sequence(raw: str, escaped: str) -> None:
+    assert slack_escape(raw) == escaped
+    assert slack_escape({"a": [raw, 1, None], "b": {"c": raw}}) == {
+        "a": [escaped, 1, None],
+        "b": {"c": escaped},
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("[click](https://evil.example)", "\\[click\\]\\(https://evil.example\\)"),
+        ("![x](https://t.example/p.png)", "\\!\\[x\\]\\(https://t.example/p.png\\)"),
+        ("<https://evil.example>", "&lt;https://evil.example&gt;"),
+        (
+            '<a href="https://evil.example">docs</a>',
+            '&lt;a href="https://evil.example"&gt;docs&lt;/a&gt;',
+        ),
+        ("**urgent** _x_ `y` ~~z~~", "\\*\\*urgent\\*\\* \\_x\\_ \\`y\\` \\~\\~z\\~\\~"),
+        ("# title | cell", "\\# title \\| cell"),
+        ("a\\*b & c", "a\\\\\\*b &amp; c"),  # a backslash cannot undo the next escape
+        ("MyApp/shop/web-1.2", "MyApp/shop/web-1.2"),  # a name is its own escape
+    ],
+)
+def test_markdown_escape_leaves_no_markup(raw: str, escaped: str) -> None:
+    assert markdown_escape(raw) == escaped
+
+
+def test_a_hostile_commit_reaches_slack_and_teams_escaped_and_json_as_it_is() -> None:
+    changes = ChangeSet(
+        [
+            Change("MyApp/shop/web", "configured"),
+            Change("MyApp/shop/db", "failed", reason="<https://evil.example|see here>"),
+        ],
+        revision=REV,
+    )
+    commit = CommitInfo("b" * 40, HOSTILE, "<!everyone> <mailto:x@evil.example|Ada>")
+    n = from_pass("apps", changes, commit, Trigger("poll"), "t")
+    assert n is not None
+    slack = json.loads(payload(n, "slack"))
+    # not a "<" nor a ">" anywhere: no mention, no link, in Slack's text or its copies
+    assert not [s for s in _strings(slack) if "<" in s or ">" in s]
+    text = slack["text"]
+    assert "&lt;!channel&gt; &lt;https://evil.example|click&gt; &amp; **urgent**" in text
+    assert "(&lt;!everyone&gt; &lt;mailto:x@evil.example|Ada&gt;)" in text
+    assert "&lt;https://evil.example|see here&gt;" in text
+    assert slack["details"]["commit"]["subject"] == slack_escape(HOSTILE)
+    card = json.loads(payload(n, "teams"))
+    assert "<" not in card["text"] and "](" not in card["text"] and "**" not in card["text"]
+    assert markdown_escape(HOSTILE) in card["text"]
+    # gitsync's own JSON is data, not markup: exactly what was committed
+    raw = json.loads(payload(n, "json"))
+    assert raw["details"]["commit"]["subject"] == HOSTILE and HOSTILE in raw["message"]
 
 
 def test_a_quiet_pass_says_nothing_and_a_failed_one_is_told_once() -> None:
