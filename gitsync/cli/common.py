@@ -109,14 +109,6 @@ def named_after(flags: Flags) -> tuple[str, str, str, str] | None:
     return f"file://{checkout.top}", path, ref, "the checkout, which has no remote"
 
 
-def load(
-    flags: Flags, namespace: str, after: str = "", accept: str = ""
-) -> tuple[str, manifests.LoadResult]:
-    """Fetch and load the manifests; ``namespace`` for MyApps that name none."""
-    rev = source(flags).fetch(after=after, accept=accept)
-    return str(rev), read_manifests(flags, rev, namespace)
-
-
 def read_manifests(flags: Flags, rev: Revision, namespace: str) -> manifests.LoadResult:
     """The manifests of a checked-out revision; ``namespace`` for MyApps that name none."""
     return manifests.load(
