@@ -29,6 +29,9 @@ from gitsync.source.manifests import ordering
 def validate(**kw: Any) -> None:
     """Check the manifests offline. Exit 0 when valid, 1 with the errors listed."""
     flags = parse(kw)
+    # the files are the directory's whatever --ref says, but a --ref its checkout lacks
+    # is the error diff and sync give
+    common.identity(flags)
     rev = common.source(flags).fetch()
     loaded = common.read_manifests(flags, rev, flags.namespaces(default_namespace()).default)
     in_git = {app.key for app in loaded.apps}

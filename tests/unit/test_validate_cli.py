@@ -131,3 +131,19 @@ def test_a_missing_directory_is_said_not_to_exist(tmp_path: Path) -> None:
         f"error: repository '{tmp_path / 'nowhere'}' does not exist (no such directory, "
         "and not a Git URL)\n"
     )
+
+
+def test_a_ref_the_checkout_lacks_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(APP.format(name="a"))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "trunk"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    assert validate(tmp_path, "--ref", "trunk").returncode == 0
+    proc = validate(tmp_path, "--ref", "master")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"error: --ref 'master': the checkout {tmp_path.resolve()} has no such branch, tag "
+        "or commit (it is on trunk); leave --ref out to take its branch, or name the "
+        "instance with --instance-repo or --instance-name\n"
+    )
