@@ -14,12 +14,13 @@ what several commands build from them in :mod:`gitsync.cli.common`; this module 
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from gitsync import __version__
-from gitsync.cli import logs
+from gitsync.cli import envvars, logs
 from gitsync.cli.blame import blame_command
 from gitsync.cli.diff import diff
 from gitsync.cli.drift import drift
@@ -47,9 +48,12 @@ from gitsync.cli.validate import validate
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
 )
-def main(log_format: str, log_level: str) -> None:
+@click.pass_context
+def main(ctx: click.Context, log_format: str, log_level: str) -> None:
     """gitsync keeps MyApp resources on Kubernetes exactly as Git says."""
     logs.setup(log_format, log_level)
+    for warning in envvars.unknown(os.environ, envvars.settings(ctx.command)):
+        click.echo(warning, err=True)
 
 
 @main.command()

@@ -14,7 +14,7 @@ import click
 import yaml
 
 from gitsync.cli.flags import Flags, Namespaces
-from gitsync.errors import GitsyncError
+from gitsync.errors import ConfigError, GitsyncError, printable
 from gitsync.gitops.pinned import PinnedRevisions
 from gitsync.gitops.sync import Syncer, SyncOptions
 from gitsync.gitops.sync_state import StateWriter
@@ -103,20 +103,21 @@ def named_after(flags: Flags) -> tuple[str, str, str, str] | None:
     if checkout is None:
         return f"file://{directory.resolve()}", path, ref, ""
     path = posixpath.normpath(posixpath.join(checkout.prefix, path))
+    if flags.ref_given and not localcheckout.has_ref(checkout, ref):
+        # it would name an instance that applied none of these MyApps, and each would be
+        # refused as another's: one error says what is wrong
+        on = f" (it is on {checkout.branch})" if checkout.branch else ""
+        raise ConfigError(
+            f"--ref {ref!r}: the checkout {printable(str(checkout.top))} has no such branch, "
+            f"tag or commit{on}; leave --ref out to take its branch, or name the instance "
+            "with --instance-repo or --instance-name"
+        )
     if checkout.branch and not flags.ref_given:
         ref = checkout.branch
     if checkout.remote:
         how = f"the checkout's remote {checkout.remote} {redact_url(checkout.url)}"
         return checkout.url, path, ref, how
     return f"file://{checkout.top}", path, ref, "the checkout, which has no remote"
-
-
-def load(
-    flags: Flags, namespace: str, after: str = "", accept: str = ""
-) -> tuple[str, manifests.LoadResult]:
-    """Fetch and load the manifests; ``namespace`` for MyApps that name none."""
-    rev = source(flags).fetch(after=after, accept=accept)
-    return str(rev), read_manifests(flags, rev, namespace)
 
 
 def read_manifests(flags: Flags, rev: Revision, namespace: str) -> manifests.LoadResult:

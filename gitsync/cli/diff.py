@@ -267,11 +267,16 @@ def use_color(flag: bool | None) -> bool:
 
 def _print_diff(changes: ChangeSet, color: bool) -> None:
     """Writes as unified diffs; what a sync leaves (drift, conflicts, held) as lines."""
+    # one error for the objects that fail for one reason (every MyApp of a namespace that
+    # does not exist), naming them all
+    failed: dict[str, list[str]] = {}
     for c in changes.objects():
         if c.writes:
             click.echo(differences.unified(c.subject, c.live, c.desired, color), nl=False)
         elif c.action == "failed":
-            click.echo(f"error: {c.subject}: {printable(c.reason)}", err=True)
+            failed.setdefault(c.reason, []).append(c.subject)
+    for reason, subjects in failed.items():
+        click.echo(f"error: {printable(', '.join(subjects))}: {printable(reason)}", err=True)
     for c in changes.changes:
         if c.writes or c.action == "failed" or not (c.reason or c.paths):
             continue

@@ -18,6 +18,7 @@ from gitsync.errors import printable
 from gitsync.kube.kubeconfig import default_namespace
 from gitsync.model.api import KIND
 from gitsync.model.order import dependencies
+from gitsync.source.checkout import Revision
 from gitsync.source.manifests import ordering
 
 
@@ -28,7 +29,11 @@ from gitsync.source.manifests import ordering
 def validate(**kw: Any) -> None:
     """Check the manifests offline. Exit 0 when valid, 1 with the errors listed."""
     flags = parse(kw)
-    revision, loaded = common.load(flags, flags.namespaces(default_namespace()).default)
+    # the files are the directory's whatever --ref says, but a --ref its checkout lacks
+    # is the error diff and sync give
+    common.identity(flags)
+    rev = common.source(flags).fetch()
+    loaded = common.read_manifests(flags, rev, flags.namespaces(default_namespace()).default)
     in_git = {app.key for app in loaded.apps}
     # offline, a dependency Git does not declare may still be in the cluster: said, and
     # judged by diff and sync, which can look; a cycle or a self-reference is an error
@@ -47,7 +52,15 @@ def validate(**kw: Any) -> None:
         )
     count = loaded.error_count + len(unordered)
     click.echo(
-        f"{len(loaded.apps)} MyApps in {loaded.files} files at {revision}: "
+        f"{len(loaded.apps)} MyApps in {loaded.files} files {_where(rev, flags.path)}: "
         f"{'valid' if not errors else f'{count} errors'}"
     )
     sys.exit(0 if not errors else 1)
+
+
+def _where(rev: Revision, path: str) -> str:
+    """Where the files were read: a directory's (its files as they are, uncommitted ones
+    too, so no revision), else the ref and commit."""
+    if rev.sha:
+        return f"at {rev}"
+    return f"under {printable(str(rev.dir / path))}"

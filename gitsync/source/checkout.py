@@ -119,6 +119,11 @@ def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | 
             )
         return LocalSource(local)
     if "://" not in repo and not SCP_URL.fullmatch(repo):
+        if not local.exists():
+            raise ConfigError(
+                f"repository {redact_url(repo)!r} does not exist (no such directory, and "
+                "not a Git URL)"
+            )
         raise ConfigError(f"repository {redact_url(repo)!r} is neither a directory nor a URL")
     return GitSource(repo, ref, cache_dir, **kw)
 

@@ -65,6 +65,22 @@ def describe(directory: Path, timeout: float = 10.0) -> Checkout | None:
     return Checkout(top=top, prefix=prefix, remote=remote, url=url or "", branch=branch)
 
 
+def has_ref(checkout: Checkout, ref: str, timeout: float = 10.0) -> bool:
+    """Whether ``checkout`` has ``ref`` (a branch, a tag, ``refs/…`` or a commit) of its
+    own or as a branch of its remote, as a daemon syncing that remote would find it."""
+    if not ref or ref.startswith("-"):  # never an option to git
+        return False
+    env = _environment()
+    candidates = [ref]
+    if checkout.remote:
+        candidates.append(f"refs/remotes/{checkout.remote}/{ref.removeprefix('refs/heads/')}")
+    return any(
+        _git(checkout.top, env, timeout, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+        is not None
+        for name in candidates
+    )
+
+
 def _environment() -> dict[str, str]:
     # HOME too: the user's own checkout, read as their git reads it (safe.directory)
     allowed = (*gitenv.ENV_ALLOWED, "HOME")

@@ -450,3 +450,44 @@ def test_diff_of_a_local_checkout_previews_the_instance_of_its_repository(
     )
     assert other.returncode == 2
     assert f"belongs to gitsync instance {synced!r}" in other.stderr
+
+
+def test_a_ref_the_local_checkout_lacks_is_one_error_and_no_new_instance(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    # `diff --repo . --ref master` on a checkout of trunk named an instance of master,
+    # which refused every MyApp trunk's instance applied, one long error each; a sync
+    # recorded that instance's failed pass in a status ConfigMap of its own
+    repo = tmp_path / "apps-repo"
+    (repo / "apps").mkdir(parents=True)
+    for name in ("web", "api", "db"):
+        (repo / "apps" / f"{name}.yaml").write_text(app_yaml(namespace, name))
+    env = {**os.environ, **AUTHOR, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["init", "--quiet", "--initial-branch=trunk"], ["add", "--all"],
+                 ["commit", "--quiet", "-m", "apps"]):  # fmt: skip
+        subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, timeout=30)
+    flags = ["--repo", str(repo), "--path", "apps", "--allowed-namespaces", namespace]
+    status = ["--status-namespace", namespace]
+    done = gitsync(kubeconfig, "sync", *flags, *status)
+    assert done.returncode == 0, done.stderr
+    synced = label(kube, namespace, "web")
+    configmaps = resource_path("v1", "configmaps", namespace)
+    before = {c["metadata"]["name"] for c in kube.list(configmaps)["items"]}
+    assert f"gitsync-status-{synced}" in before
+
+    expected = (
+        f"error: --ref 'master': the checkout {repo} has no such branch, tag or commit "
+        "(it is on trunk); leave --ref out to take its branch, or name the instance with "
+        "--instance-repo or --instance-name\n"
+    )
+    preview = gitsync(kubeconfig, "diff", *flags, "--ref", "master")
+    assert (preview.returncode, preview.stdout, preview.stderr) == (2, "", expected)
+    sync = gitsync(kubeconfig, "sync", *flags, *status, "--ref", "master")
+    assert (sync.returncode, sync.stdout, sync.stderr) == (1, "", expected)
+    # nothing of another instance in the cluster: the MyApps are trunk's, no status
+    # ConfigMap but trunk's
+    assert {label(kube, namespace, n) for n in ("web", "api", "db")} == {synced}
+    assert {c["metadata"]["name"] for c in kube.list(configmaps)["items"]} == before
+    # the branch it is on, given as --ref, is the same instance
+    same = gitsync(kubeconfig, "diff", *flags, "--ref", "trunk")
+    assert same.returncode == 0, same.stdout + same.stderr

@@ -99,3 +99,29 @@ def test_missing_namespace_is_an_error_in_diff_and_sync_until_created(
     # converged: nothing left to write, and nothing looked up (the MyApp is live)
     again = gitsync(reader_kubeconfig, "diff", *diff_args, "--create-namespace")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_diff_says_a_missing_namespace_once_naming_its_myapps(
+    kube: Kube, reader_kubeconfig: str, crd: str, namespace: str, absent: str, tmp_path: Path
+) -> None:
+    other = f"{namespace[:50]}-new2"  # a diff writes nothing: never made
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "here.yaml").write_text(app_yaml(namespace, "here"))
+    for ns, name in [(absent, "a"), (absent, "b"), (absent, "c"), (other, "d")]:
+        (apps / f"{name}.yaml").write_text(app_yaml(ns, name))
+    allowed = f"{namespace},{absent},{other}"
+    diff = gitsync(
+        reader_kubeconfig,
+        "diff",
+        *("--repo", str(tmp_path), "--path", "apps", "--allowed-namespaces", allowed),
+        *("--instance-name", "ns-once"),
+    )
+    assert diff.returncode == 2, diff.stdout + diff.stderr
+    fix = "create it first, or pass --create-namespace to have gitsync create it"
+    assert [line for line in diff.stderr.splitlines() if line.startswith("error:")] == [
+        f'error: MyApp/{absent}/a, MyApp/{absent}/b, MyApp/{absent}/c: namespace "{absent}" '
+        f"does not exist: {fix}",
+        f'error: MyApp/{other}/d: namespace "{other}" does not exist: {fix}',
+    ]
+    assert get_ns(kube, absent) is None and get_ns(kube, other) is None

@@ -6,11 +6,14 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from gitsync.cli import common
 from gitsync.cli.flags import parse
+from gitsync.errors import ConfigError
 from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.instance import resolve
-from gitsync.source.localcheckout import describe
+from gitsync.source.localcheckout import describe, has_ref
 from tests.gitserver import AUTHOR
 
 
@@ -91,7 +94,8 @@ def test_a_checkout_names_the_instance_of_the_repository_it_is_a_checkout_of(
     assert _identity(upstream) == daemon
     assert _identity(tmp_path / "clone") == daemon
     assert _identity(tmp_path / "clone" / "apps", ".") == daemon
-    # what names another instance still does
+    # what names another instance still does (a ref the checkout has)
+    git(upstream, "branch", "staging")
     assert _identity(upstream, ref="staging") != daemon  # no click context: given
     assert (
         _identity(upstream, instance_repo="https://h/x")
@@ -115,3 +119,34 @@ def test_a_checkout_of_an_https_repository_names_the_daemon_of_that_url(tmp_path
 def test_a_plain_directory_is_its_file_url(tmp_path: Path) -> None:
     (tmp_path / "apps").mkdir()
     assert _identity(tmp_path) == resolve("", f"file://{tmp_path}", "apps", "main").name
+
+
+def test_the_refs_a_checkout_has_its_own_and_its_remote_s(tmp_path: Path) -> None:
+    upstream = repository(tmp_path / "upstream", branch="trunk")
+    git(upstream, "branch", "staging")
+    git(upstream, "tag", "v1")
+    git(tmp_path, "clone", "--quiet", str(upstream), "clone")
+    found = describe(tmp_path / "clone")
+    assert found is not None
+    sha = git(upstream, "rev-parse", "HEAD")
+    # staging is only its remote's branch (origin/staging) in the clone
+    for ref in ("trunk", "staging", "refs/heads/staging", "v1", "refs/tags/v1", sha, "HEAD"):
+        assert has_ref(found, ref), ref
+    for ref in ("master", "refs/heads/master", "-h", "--all", "0" * 40, ""):
+        assert not has_ref(found, ref), ref
+
+
+def test_a_ref_the_checkout_lacks_is_one_error_not_another_instance(tmp_path: Path) -> None:
+    upstream = repository(tmp_path / "apps-repo", branch="trunk")
+    with pytest.raises(ConfigError) as e:
+        _identity(upstream, ref="master")  # no click context: given
+    assert str(e.value) == (
+        f"--ref 'master': the checkout {upstream} has no such branch, tag or commit "
+        "(it is on trunk); leave --ref out to take its branch, or name the instance with "
+        "--instance-repo or --instance-name"
+    )
+    # a name given, or the repository it stands for, is not the checkout's: no check
+    assert _identity(upstream, ref="master", instance_name="apps") == "apps"
+    assert _identity(upstream, ref="master", instance_repo="https://h/x") == (
+        resolve("", "https://h/x", "apps", "master").name
+    )
