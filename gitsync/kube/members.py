@@ -145,17 +145,22 @@ def read_member(lease: Obj, buckets: int, group: str | None = None) -> Member | 
     return None if isinstance(found, str) else found
 
 
-def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, str]:
+def serving_now(
+    leases: list[Obj], buckets: int, now: dt.datetime, group: str | None = None
+) -> dict[int, str]:
     """Each bucket's member, as the member Leases ``leases`` say at ``now`` (a report's
     view, for ``gitsync drift``: a Lease whose renewTime is older than its duration is
-    a dead member's, judged by this host's clock)."""
+    a dead member's, judged by this host's clock; with ``group``, the instance's leader
+    Lease, one not named after its holder is no member's)."""
     out: dict[int, str] = {}
-    for member in live_members(leases, buckets, now):
+    for member in live_members(leases, buckets, now, group):
         out.update(dict.fromkeys(member.claims.held, member.identity))
     return out
 
 
-def live_members(leases: list[Obj], buckets: int, now: dt.datetime) -> list[Member]:
+def live_members(
+    leases: list[Obj], buckets: int, now: dt.datetime, group: str | None = None
+) -> list[Member]:
     """The members whose Leases (of ``leases``) were renewed within their duration at
     ``now``, judged by this host's clock: a report's view, not a member's."""
     out = []
@@ -167,7 +172,7 @@ def live_members(leases: list[Obj], buckets: int, now: dt.datetime) -> list[Memb
             continue
         if now - renewed > dt.timedelta(seconds=float(spec.get("leaseDurationSeconds") or 0)):
             continue
-        member = read_member(lease, buckets)
+        member = read_member(lease, buckets, group)
         if member is not None:
             out.append(member)
     return out

@@ -507,6 +507,12 @@ def test_who_serves_each_bucket_as_a_report_reads_the_leases() -> None:
     leases = [lease("a", "0-3", 2), lease("b", "4-6", 14.9), lease("dead", "7", 15.1)]
     assert serving_now(leases, 8, now) == {0: "a", 1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "b"}
     assert serving_now([{"spec": {"renewTime": "not a time"}}], 8, now) == {}
+    # named by the instance: a Lease not named after its holder is no member's
+    named = lease("a", "0-3", 2)
+    named["metadata"]["name"] = member_lease_name("gitsync-leader", "a")
+    forgery = lease("b", "4-6", 2)
+    forgery["metadata"]["name"] = "gitsync-leader-member-b"
+    assert serving_now([named, forgery], 8, now, "gitsync-leader") == dict.fromkeys(range(4), "a")
 
 
 def test_each_member_knows_who_holds_each_bucket() -> None:
