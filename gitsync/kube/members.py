@@ -225,13 +225,13 @@ class Membership:
         #: buckets taken and given up so far
         self.handovers = 0
         #: live Leases under this instance's member label that no member of it could
-        #: have written, by name, with why: ignored (and logged once per version)
+        #: have written, by name, with why: ignored (and logged once per Lease and why)
         self.ignored: dict[str, str] = {}
         self._logged: dict[str, str] = {}
         #: who holds each bucket, as the last step read the Leases (this member included)
         self.holders: dict[int, str] = {}
         #: the buckets nobody has held for longer than a member's Lease may take to be
-        #: taken over (:meth:`overdue`), with when (wall clock) each was first seen unheld:
+        #: taken over (:meth:`_overdue`), with when (wall clock) each was first seen unheld:
         #: replaced whole, read by the pass that records the instance
         self.unserved: dict[int, float] = {}
         self._unheld: dict[int, float] = {}
@@ -454,18 +454,18 @@ class Membership:
                 out[member.identity] = member.claims
                 self._passes_read[member.identity] = member.last_pass
             else:
-                self._ignore(name, version, member)
+                self._ignore(name, member)
         for gone in self._seen.keys() - names:
             del self._seen[gone]
         self._logged = {n: v for n, v in self._logged.items() if n in names}
         return out
 
-    def _ignore(self, name: str, version: str, why: str) -> None:
+    def _ignore(self, name: str, why: str) -> None:
         """A Lease under the member label that is no member's: it may claim any bucket,
         so trusting it would let whoever wrote it stop this instance serving them."""
         self.ignored[name] = why
-        if self._logged.get(name) != version:
-            self._logged[name] = version
+        if self._logged.get(name) != why:  # not at every renewal of such a Lease
+            self._logged[name] = why
             log.warning("member lease %s ignored: %s", name, why, extra={"identity": self.identity})
 
     def _forget(self, name: str, version: str) -> None:
