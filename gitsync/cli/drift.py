@@ -41,7 +41,7 @@ def replicas(kube: Kube, status_namespace: str, lease_name: str | None) -> dict[
     groups = {(x.get("metadata") or {}).get("labels", {}).get(MEMBER_OF_LABEL) for x in leases}
     if not leases or len(groups) > 1:
         return None  # not sharded, or several sharded instances and none named
-    return serving_now(leases, BUCKETS, dt.datetime.now(dt.UTC))
+    return serving_now(leases, BUCKETS, dt.datetime.now(dt.UTC), lease_name)
 
 
 @click.command()

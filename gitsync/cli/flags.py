@@ -54,6 +54,7 @@ class Flags:
     verify_commits: bool = False
     verify: str | None = None
     trusted_keys: Path | None = None
+    tip_keys: Path | None = None
     allow_non_fast_forward: bool = False
     create_namespace: bool = False
     adopt: bool = False
@@ -89,6 +90,7 @@ class Flags:
             "verify_commits": self.verify_commits,
             "verify": self.verify,
             "trusted_keys": self.trusted_keys,
+            "tip_keys": self.tip_keys,
             "allow_non_fast_forward": self.allow_non_fast_forward,
             "git_timeout": self.git_timeout,
         }

@@ -194,6 +194,16 @@ def verify_options() -> list[Callable[[F], F]]:
             "file, or a directory of them such as a mounted Secret.",
         ),
         opt(
+            "--tip-keys",
+            env="TIP_KEYS",
+            type=click.Path(path_type=Path),
+            help="With --verify-commits: the only keys that may sign the commit (or tag) "
+            "at the ref, such as a release key or the forge's merge key, laid out as "
+            "--trusted-keys (default: the trusted keys). A commit signed by another "
+            "trusted key is refused at the ref as untrusted-key (a branch never merged, "
+            "pushed as the ref); a pin may name a commit signed by either.",
+        ),
+        opt(
             "--allow-non-fast-forward",
             env="ALLOW_NON_FAST_FORWARD",
             is_flag=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -62,6 +62,7 @@ from gitsync.model.api import (
 from gitsync.model.compact import SHARED
 from gitsync.model.myapp_status import SyncInfo, now
 from gitsync.model.render import desired_myapp
+from gitsync.model.shards import unserved_words
 from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Claim, Declared, Ledger
 from gitsync.reconcile.result import Result, crash_message
@@ -159,6 +160,11 @@ class Shares(Protocol):
     @property
     def passes(self) -> dict[str, str]:
         """The other live members' last passes by identity, as published."""
+
+    @property
+    def unserved(self) -> Mapping[int, float]:
+        """The buckets no live member has held for longer than a handover takes, with
+        when each was first seen unserved (seconds since the epoch)."""
 
     def publish(self, last_pass: str) -> None: ...
 
@@ -790,4 +796,5 @@ class Syncer:
             texts = {} if shares is None else shares.passes
             others = {m: p for m, t in texts.items() if (p := Part.parse(t)) is not None}
             members = 1 if shares is None else len(shares.members)
-            self.state.record(merged(own, part, others, members))
+            unserved = "" if shares is None else unserved_words(shares.unserved)
+            self.state.record(merged(own, part, others, members, unserved))

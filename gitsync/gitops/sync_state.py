@@ -62,11 +62,15 @@ class SyncState:
     #: sharded: how many of the live members' passes at this revision the record sums
     #: ("2 of 3 replicas"); unsharded, "" and not in the ConfigMap
     replicas: str = ""
+    #: sharded: the buckets no replica serves, and since when ("" and not in the
+    #: ConfigMap while every bucket is served)
+    unserved: str = ""
 
     def data(self) -> dict[str, str]:
         out = {_camel(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        if not self.replicas:
-            del out["replicas"]
+        for optional in ("replicas", "unserved"):
+            if not out[optional]:
+                del out[optional]
         return out
 
 
@@ -128,15 +132,18 @@ def part_of(changes: ChangeSet, state: SyncState, previous: Part | None) -> Part
     )
 
 
-def merged(own: SyncState, mine: Part, others: Mapping[str, Part], members: int) -> SyncState:
+def merged(
+    own: SyncState, mine: Part, others: Mapping[str, Part], members: int, unserved: str = ""
+) -> SyncState:
     """The instance's record when sharded: the leader's own ``own`` (revision, prune,
     verification, pins), with the sums of the parts at its revision, its ``mine`` and
     the other live members' ``others`` (by identity). A member not at that revision yet
-    is not summed, and ``replicas`` says so. Steady state sums the same parts to the same
-    record: no write."""
+    is not summed, and ``replicas`` says so. Buckets no replica serves (``unserved``, in
+    words) make the record a failure whatever the parts say: their MyApps were applied
+    by nobody. Steady state sums the same parts to the same record: no write."""
     at = [mine] + [others[m] for m in sorted(others) if others[m].revision == own.revision]
     failed = sum(p.failed for p in at)
-    errors = [p.last_error for p in at if p.last_error]
+    errors = [unserved] + [p.last_error for p in at if p.last_error]
     last_change = own.last_change
     if any(p.changed_at == own.revision for p in at):
         total: Counter[str] = Counter()
@@ -145,12 +152,13 @@ def merged(own: SyncState, mine: Part, others: Mapping[str, Part], members: int)
         last_change = summary_of(total)
     return dataclasses.replace(
         own,
-        result="Failed" if failed or own.result == "Failed" else own.result,
+        result="Failed" if failed or unserved or own.result == "Failed" else own.result,
         last_error=failures.join(errors),
         managed=sum(p.managed for p in at),
         failed=failed,
         last_change=last_change,
         replicas=f"{len(at)} of {max(members, len(at))} replicas",
+        unserved=unserved,
     )
 
 

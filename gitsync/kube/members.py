@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from gitsync.errors import APIError, APITimeoutError
+from gitsync.errors import APIError, APITimeoutError, quote
 from gitsync.kube.client import resource_path
 from gitsync.kube.interfaces import LeaseClient
 from gitsync.model.api import Obj
@@ -62,6 +62,10 @@ NEVER: Final = -1e18
 LABEL_VALUE_MAX: Final = 63
 #: seconds to the next step while a claim waits to be read back
 CLAIM_STEP: Final = 0.25
+#: the longest duration a member Lease may give itself, in this member's durations:
+#: every member of an instance runs with the same, and a Lease that outlives its member
+#: by hours (one written by hand) would hold its buckets that long
+MAX_DURATIONS: Final = 4
 
 
 def member_lease_name(group: str, identity: str) -> str:
@@ -104,33 +108,59 @@ class Member:
     last_pass: str = ""
 
 
-def read_member(lease: Obj, buckets: int) -> Member | None:
-    """The member a Lease describes (None: released, or its claims unreadable, or in
-    another bucket count: then it can be trusted with nothing)."""
+def check_member(
+    lease: Obj, buckets: int, group: str | None = None, max_duration: float | None = None
+) -> Member | str:
+    """The member a Lease describes, or why it describes none. A Lease is read back from
+    the cluster, where anyone allowed to write Leases may have written it: it is a member
+    only when a member of this instance could have written it (named after its holder
+    in the instance ``group``, in this bucket count, its buckets and duration readable
+    and within bounds); anything else is no member, and can stop no bucket being served."""
+    meta = lease.get("metadata") or {}
     spec = lease.get("spec") or {}
-    notes = (lease.get("metadata") or {}).get("annotations") or {}
-    identity = str(spec.get("holderIdentity") or "")
-    if not identity or notes.get(COUNT_ANNOTATION) != str(buckets):
-        return None
+    notes = meta.get("annotations") or {}
+    identity = spec.get("holderIdentity")
+    if not isinstance(identity, str) or not identity:
+        return "it names no holder"
+    if group is not None and meta.get("name") != member_lease_name(group, identity):
+        return f"its name is not the one a member {quote(identity)} of {quote(group)} writes"
+    count = notes.get(COUNT_ANNOTATION)
+    if count != str(buckets):
+        return f"its bucket count is {quote(count)}, not {buckets}"
+    duration = spec.get("leaseDurationSeconds")
+    if max_duration is not None and (type(duration) is not int or not 0 < duration <= max_duration):
+        shown = duration if type(duration) is int else quote(duration)
+        return f"its leaseDurationSeconds {shown} is not within 1-{max_duration:g}"
     try:
-        held = parse_buckets(notes.get(HELD_ANNOTATION, ""), buckets)
-        claimed = parse_buckets(notes.get(CLAIMED_ANNOTATION, ""), buckets)
-    except ValueError:
-        return None
+        held = parse_buckets(str(notes.get(HELD_ANNOTATION, "")), buckets)
+        claimed = parse_buckets(str(notes.get(CLAIMED_ANNOTATION, "")), buckets)
+    except ValueError as e:
+        return f"its buckets cannot be read: {e}"
     return Member(identity, Claims(held, claimed), str(notes.get(RESULT_ANNOTATION) or ""))
 
 
-def serving_now(leases: list[Obj], buckets: int, now: dt.datetime) -> dict[int, str]:
+def read_member(lease: Obj, buckets: int, group: str | None = None) -> Member | None:
+    """The member a Lease describes, or None (:func:`check_member` says why)."""
+    found = check_member(lease, buckets, group)
+    return None if isinstance(found, str) else found
+
+
+def serving_now(
+    leases: list[Obj], buckets: int, now: dt.datetime, group: str | None = None
+) -> dict[int, str]:
     """Each bucket's member, as the member Leases ``leases`` say at ``now`` (a report's
     view, for ``gitsync drift``: a Lease whose renewTime is older than its duration is
-    a dead member's, judged by this host's clock)."""
+    a dead member's, judged by this host's clock; with ``group``, the instance's leader
+    Lease, one not named after its holder is no member's)."""
     out: dict[int, str] = {}
-    for member in live_members(leases, buckets, now):
+    for member in live_members(leases, buckets, now, group):
         out.update(dict.fromkeys(member.claims.held, member.identity))
     return out
 
 
-def live_members(leases: list[Obj], buckets: int, now: dt.datetime) -> list[Member]:
+def live_members(
+    leases: list[Obj], buckets: int, now: dt.datetime, group: str | None = None
+) -> list[Member]:
     """The members whose Leases (of ``leases``) were renewed within their duration at
     ``now``, judged by this host's clock: a report's view, not a member's."""
     out = []
@@ -142,7 +172,7 @@ def live_members(leases: list[Obj], buckets: int, now: dt.datetime) -> list[Memb
             continue
         if now - renewed > dt.timedelta(seconds=float(spec.get("leaseDurationSeconds") or 0)):
             continue
-        member = read_member(lease, buckets)
+        member = read_member(lease, buckets, group)
         if member is not None:
             out.append(member)
     return out
@@ -161,6 +191,7 @@ class Membership:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         if not 0 < renew_deadline < lease_duration:
             raise ValueError("the renew deadline must be shorter than the lease duration")
@@ -175,6 +206,7 @@ class Membership:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self._clock = clock
+        self._wall = wall
         #: called with the buckets served whenever they change (from the stepping thread)
         self.on_change: Callable[[frozenset[int]], None] = lambda _: None
         #: called when another member asked for a sync pass (a push it received)
@@ -183,18 +215,26 @@ class Membership:
         self._last_pass = ""  # our last pass, written with every renewal from then on
         #: the other live members' last passes by identity, as the last step read them
         self.passes: dict[str, str] = {}
-        #: called when another member's last pass (or the set of members) changed, from
-        #: the stepping thread: it must return at once (no request), or renewals wait
+        #: called when another member's last pass, the set of members or the buckets
+        #: left unserved changed, from the stepping thread: it must return at once (no
+        #: request), or renewals wait
         self.on_passes: Callable[[], None] = lambda: None
         self._passes_read: dict[str, str] = {}
         #: the live members' identities at the last step, this one included
         self.members: tuple[str, ...] = ()
         #: buckets taken and given up so far
         self.handovers = 0
-        #: live member Leases of this instance that this member cannot read
-        self.foreign: set[str] = set()
+        #: live Leases under this instance's member label that no member of it could
+        #: have written, by name, with why: ignored (and logged once per Lease and why)
+        self.ignored: dict[str, str] = {}
+        self._logged: dict[str, str] = {}
         #: who holds each bucket, as the last step read the Leases (this member included)
         self.holders: dict[int, str] = {}
+        #: the buckets nobody has held for longer than a member's Lease may take to be
+        #: taken over (:meth:`_overdue`), with when (wall clock) each was first seen unheld:
+        #: replaced whole, read by the pass that records the instance
+        self.unserved: dict[int, float] = {}
+        self._unheld: dict[int, float] = {}
         #: set once a step has left nothing claimed: the buckets served are what this
         #: member is to serve (until the membership changes), not a start's empty set
         self.settled = threading.Event()
@@ -310,14 +350,6 @@ class Membership:
                 self.passes = self._passes_read
                 self.on_passes()
             target = held_by(assign(self.members, self.buckets), self.identity)
-            if self.foreign:
-                # a live member whose claims we cannot read (another bucket count, an
-                # edited Lease) may serve any bucket: serve none until it is gone
-                log.warning(
-                    "member leases not readable as this instance's: %s; serving nothing",
-                    ", ".join(sorted(self.foreign)),
-                )
-                target = frozenset()
             nxt = step_claims(self.identity, target, claims, others)
             self._claimed = nxt.claimed
             if not nxt.claimed:
@@ -325,6 +357,30 @@ class Membership:
             self._set_serving(nxt.held, "")
             holders = {b: m for m, c in others.items() for b in c.held}
             self.holders = holders | dict.fromkeys(nxt.held, self.identity)
+            if self._overdue(now):
+                self.on_passes()
+
+    def _overdue(self, now: float) -> bool:
+        """Note the buckets nobody holds; whether the set of those unheld for longer than
+        a handover may take (a dead member's Lease expiring, then a claim read back)
+        changed. Such a bucket's MyApps are applied by no replica: the record says so."""
+        wall = self._wall()
+        self._unheld = {
+            b: self._unheld.get(b, wall) for b in range(self.buckets) if b not in self.holders
+        }
+        grace = self.lease_duration + 2 * self.retry_period
+        overdue = {b: t for b, t in self._unheld.items() if t <= wall - grace}
+        if overdue.keys() == self.unserved.keys():
+            return False
+        if overdue:
+            log.warning(
+                "buckets %s served by no replica for over %.0fs",
+                format_buckets(overdue),
+                grace,
+                extra={"identity": self.identity},
+            )
+        self.unserved = overdue
+        return True
 
     def _published(self) -> frozenset[int]:
         """What the Lease says is held: the buckets served, and those given up whose
@@ -355,7 +411,7 @@ class Membership:
         out: dict[str, Claims] = {}
         self._passes_read = {}
         names = set()
-        self.foreign.clear()
+        self.ignored = {}
         self._expiring = None
         for lease in leases:
             meta = lease.get("metadata") or {}
@@ -391,15 +447,26 @@ class Membership:
                 continue  # its member stopped writing before now
             expires = seen.at + duration
             self._expiring = expires if self._expiring is None else min(self._expiring, expires)
-            member = read_member(lease, self.buckets)
-            if member is not None:
+            member = check_member(
+                lease, self.buckets, self.group, MAX_DURATIONS * self.lease_duration
+            )
+            if isinstance(member, Member):
                 out[member.identity] = member.claims
                 self._passes_read[member.identity] = member.last_pass
-            elif (lease.get("spec") or {}).get("holderIdentity"):
-                self.foreign.add(name)
+            else:
+                self._ignore(name, member)
         for gone in self._seen.keys() - names:
             del self._seen[gone]
+        self._logged = {n: v for n, v in self._logged.items() if n in names}
         return out
+
+    def _ignore(self, name: str, why: str) -> None:
+        """A Lease under the member label that is no member's: it may claim any bucket,
+        so trusting it would let whoever wrote it stop this instance serving them."""
+        self.ignored[name] = why
+        if self._logged.get(name) != why:  # not at every renewal of such a Lease
+            self._logged[name] = why
+            log.warning("member lease %s ignored: %s", name, why, extra={"identity": self.identity})
 
     def _forget(self, name: str, version: str) -> None:
         """Delete a dead member's Lease (unless it changed since we read it)."""

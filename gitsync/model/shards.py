@@ -22,6 +22,7 @@ Pure: the Leases are read and written in :mod:`gitsync.kube.leader`'s layer.
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import hashlib
 import math
 import re
@@ -172,3 +173,15 @@ def parse_buckets(text: str, buckets: int) -> frozenset[int]:
             raise ValueError(f"{part!r} is not within the buckets 0-{buckets - 1}")
         out.update(range(a, z + 1))
     return frozenset(out)
+
+
+def unserved_words(since: Mapping[int, float]) -> str:
+    """What a record says of buckets nobody serves, by when (seconds since the epoch)
+    each was first seen unserved: "no replica serves buckets 0-9 (since
+    2026-12-08T10:00:00Z), 12 (since …)"; "" for none."""
+    by_time: dict[str, list[int]] = {}
+    for b, t in since.items():
+        at = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        by_time.setdefault(at, []).append(b)
+    runs = [f"{format_buckets(bs)} (since {at})" for at, bs in sorted(by_time.items())]
+    return f"no replica serves buckets {', '.join(runs)}" if runs else ""

@@ -250,7 +250,7 @@ class GitSource:
             if self._verifier is not None:
                 verifier = replace(self._verifier, mode="commit")
                 try:
-                    verified = verifier.check(self._call, self.ref, sha, sha, sha)
+                    verified = verifier.check(self._call, self.ref, sha, sha, sha, tip=False)
                 except VerificationError as e:
                     log.error("pinned %s", e)
                     raise

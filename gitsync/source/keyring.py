@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -240,11 +240,20 @@ class Verifier:
     mode: Mode = "commit"
     #: apply a signed commit that does not descend from the last applied one (logged)
     allow_non_fast_forward: bool = False
+    #: ``--tip-keys``: the only keys that may sign what the ref names (None: ``keys``).
+    #: Descent alone does not tell a merged commit from one of a branch never merged that
+    #: forks at the applied commit; who signed it can, when only a release or merge key
+    #: signs what lands on the ref
+    tip_keys: TrustedKeys | None = None
 
-    def check(self, git: GitCall, ref: str, remote_ref: str, commit: str, obj: str) -> str:
+    def check(
+        self, git: GitCall, ref: str, remote_ref: str, commit: str, obj: str, *, tip: bool = True
+    ) -> str:
         """The good verdict in words, else :class:`VerificationError`. ``commit`` is the sha
         that will be checked out, ``obj`` what the remote ref names (a tag object for an
-        annotated tag): objects named by their hashes, so what is checked is what is read."""
+        annotated tag): objects named by their hashes, so what is checked is what is read.
+        ``tip``: what the ref names now, held to the tip keys; else a pin, which a key of
+        either set may have signed."""
         kind: Mode = self.mode
         target = commit
         verdict: Verdict | None = None
@@ -255,7 +264,19 @@ class Verifier:
             elif obj == commit:
                 verdict = reject("unsigned", "a lightweight tag, which cannot carry a signature")
         if verdict is None:
-            verdict = self._verdict(git, kind, target, remote_ref.removeprefix("refs/tags/"))
+            tag = remote_ref.removeprefix("refs/tags/")
+            if tip and self.tip_keys is not None:
+                verdict = self._verdict(git, kind, target, tag, self.tip_keys)
+                if verdict.reason == "untrusted-key":
+                    verdict = replace(
+                        verdict,
+                        detail=f"{verdict.detail.removesuffix(', which is not a trusted key')}"
+                        f", which is not a key that may sign the tip of {quote(ref)} (--tip-keys)",
+                    )
+            else:
+                verdict = self._verdict(git, kind, target, tag, self.keys)
+                if not tip and verdict.reason == "untrusted-key" and self.tip_keys is not None:
+                    verdict = self._verdict(git, kind, target, tag, self.tip_keys)
         if verdict.ok and kind == "tag":
             # the tag's own hash names its target: it peels to the commit checked out
             rc, peeled, _ = git(["rev-parse", "--verify", f"{target}^{{commit}}"], {}, [])
@@ -268,9 +289,11 @@ class Verifier:
             )
         return text
 
-    def _verdict(self, git: GitCall, kind: Mode, target: str, tag: str) -> Verdict:
+    def _verdict(
+        self, git: GitCall, kind: Mode, target: str, tag: str, keys: TrustedKeys
+    ) -> Verdict:
         try:
-            ring = self.keys.current()
+            ring = keys.current()
         except ConfigError as e:
             return reject("unverifiable", f"no trusted keys to check with: {e}")
         rc, raw, err = git(["cat-file", kind, target], {}, [])
@@ -303,21 +326,27 @@ def verifier_of(options: Mapping[str, object]) -> Verifier | None:
     ``trusted_keys``), with its keys read once here: a missing or bad key file stops the
     command before anything starts."""
     keys = options.get("trusted_keys")
+    tip_keys = options.get("tip_keys")
     mode = options.get("verify")
     if not options.get("verify_commits") and mode is None:
-        if keys:
-            # never silently unverified: keys alone are most likely a forgotten flag
-            raise ConfigError("--trusted-keys is given without --verify-commits")
+        for flag, given in (("--trusted-keys", keys), ("--tip-keys", tip_keys)):
+            if given:
+                # never silently unverified: keys alone are most likely a forgotten flag
+                raise ConfigError(f"{flag} is given without --verify-commits")
         return None
     if not isinstance(keys, Path):
         raise ConfigError("--verify-commits needs --trusted-keys (a file or directory of keys)")
     timeout = options.get("git_timeout")
-    trusted = TrustedKeys(keys, float(timeout) if isinstance(timeout, int | float) else 30.0)
+    seconds = float(timeout) if isinstance(timeout, int | float) else 30.0
+    trusted = TrustedKeys(keys, seconds)
     trusted.current()
+    tip = TrustedKeys(tip_keys, seconds) if isinstance(tip_keys, Path) else None
+    if tip is not None:
+        tip.current()
     allow = bool(options.get("allow_non_fast_forward"))
     if allow:
         log.warning(
             "--allow-non-fast-forward: a signed commit is applied even when it does not"
             " descend from the last applied one (a rewind or a jump sideways)"
         )
-    return Verifier(trusted, "tag" if mode == "tag" else "commit", allow)
+    return Verifier(trusted, "tag" if mode == "tag" else "commit", allow, tip)

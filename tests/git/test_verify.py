@@ -375,3 +375,49 @@ def test_an_ssh_signature_for_another_namespace_is_a_namespace_mismatch(
     e = refused(source(git_daemon, cache_dir, keys_dir(tmp_path, bob)))
     assert (e.reason, e.sha) == ("namespace-mismatch", new)
     assert f"the signature by SSH key {bob.ident} is for namespace 'file', not 'git'" in str(e)
+
+
+def test_a_signed_commit_of_a_branch_never_merged_at_the_ref_needs_a_tip_key(
+    git_daemon: str, upstream: Upstream, cache_dir: Path, signers: dict[str, Signer], tmp_path: Path
+) -> None:
+    """alice signs her work on branches; bob's is the key that signs what lands on main
+    (a release or merge key). A commit alice signed on a branch never merged, whose parent
+    is the applied commit, descends from it: descent alone lets it through."""
+    alice, bob = signers["alice"], signers["bob"]
+    both = keys_dir(tmp_path / "history", alice, bob)
+
+    # without --tip-keys (as documented): any trusted key's commit that descends passes
+    good = commit(upstream, {"a.yaml": "a: 1\n"}, bob)
+    plain = source(git_daemon, cache_dir, both)
+    assert plain.fetch().sha == good
+    upstream.wgit("checkout", "--quiet", "-b", "experiment", good)
+    x = commit(upstream, {"a.yaml": "a: experiment\n"}, alice)  # and main pushed to it
+    assert plain.fetch(after=good).sha == x
+
+    # with --tip-keys bob: refused at the ref, naming the key and the flag; tree stays
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{good}:refs/heads/main")
+    verifier = verifier_of(
+        {"verify_commits": True, "trusted_keys": both, "tip_keys": keys_dir(tmp_path / "tip", bob)}
+    )
+    assert verifier is not None
+    s = GitSource(git_daemon, "main", tmp_path / "c2", allow_insecure=True, verifier=verifier)
+    assert s.fetch().sha == good
+    upstream.wgit("push", "--quiet", "--force", "origin", f"{x}:refs/heads/main")
+    with pytest.raises(VerificationError) as err:
+        s.fetch(after=good)
+    assert (err.value.reason, err.value.sha, err.value.key) == ("untrusted-key", x, alice.key)
+    assert str(err.value) == (
+        f"commit {x} of main not applied: untrusted-key: signed by OpenPGP key {alice.key},"
+        " which is not a key that may sign the tip of 'main' (--tip-keys)"
+    )
+    assert (s.dir / "a.yaml").read_text() == "a: 1\n"
+    # a pin may name it all the same: a trusted key signed it, and a pin is set on purpose
+    assert s.fetch_commit(x).sha == x
+    # what the merge key signs on top of the applied commit is applied
+    merged = commit(upstream, {"a.yaml": "a: 2\n"}, bob)
+    rev = s.fetch(after=good)
+    assert rev.sha == merged and f"signed by trusted SSH key {bob.ident}" in rev.verified
+    assert (s.dir / "a.yaml").read_text() == "a: 2\n"
+
+    with pytest.raises(ConfigError, match="--tip-keys is given without --verify-commits"):
+        verifier_of({"tip_keys": both})

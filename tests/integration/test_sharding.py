@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import signal
 import socket
 import time
@@ -22,9 +23,16 @@ import pytest
 
 from gitsync.errors import APINotFoundError
 from gitsync.kube.client import Kube, path_of, resource_path
-from gitsync.kube.members import MEMBER_OF_LABEL, serving_now
+from gitsync.kube.members import (
+    CLAIMED_ANNOTATION,
+    COUNT_ANNOTATION,
+    HELD_ANNOTATION,
+    MEMBER_OF_LABEL,
+    member_lease_name,
+    serving_now,
+)
 from gitsync.model.api import Obj
-from gitsync.model.shards import BUCKETS, assign, bucket_of
+from gitsync.model.shards import BUCKETS, assign, bucket_of, held_by, parse_buckets
 from testenv.cluster import AUDIT_LOG
 from tests.integration.test_ha import Replica
 from tests.support import app_yaml, get, wait_until
@@ -348,3 +356,101 @@ def audit_configmap_writes(namespace: str, since: int) -> list[tuple[str, str, f
 def _identity(r: Replica) -> str:
     """The replica's name in its member Lease and its User-Agent."""
     return f"{socket.gethostname()}_{r.proc.pid}"
+
+
+def forged_lease(name: str, identity: str, duration: int, held: str) -> Obj:
+    """A Lease under the member label of the instance "forged", as one could write by hand."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "labels": {MEMBER_OF_LABEL: FORGED_GROUP},
+            "annotations": {
+                COUNT_ANNOTATION: str(BUCKETS),
+                HELD_ANNOTATION: held,
+                CLAIMED_ANNOTATION: "",
+            },
+        },
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": duration,
+            "renewTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+FORGED_GROUP = "gitsync-leader-forged"
+
+
+def test_a_forged_member_lease_is_ignored_and_buckets_nobody_serves_fail_the_record(
+    kube: Kube, kubeconfig: str, crd: str, namespace: str, tmp_path: Path
+) -> None:
+    """A Lease under the member label that no member could have written (not named after
+    its holder) is ignored and said: the replica serves every bucket and the record counts
+    every MyApp. A Lease well formed as a member's that serves nothing leaves its share
+    unserved: once that lasts longer than a handover, the record fails, naming those
+    buckets and since when; once its Lease lapses, they are served and the record
+    succeeds again."""
+    n = 10
+    repo = tmp_path / "repo"
+    (repo / "apps").mkdir(parents=True)
+    (repo / "apps" / "all.yaml").write_text(
+        "---\n".join(app_yaml(namespace, f"app-{i:03}") for i in range(n))
+    )
+    leases = resource_path("coordination.k8s.io/v1", "leases", namespace)
+    bogus = "gitsync-leader-forged-member-bogus"
+    kube.request("POST", leases, body=forged_lease(bogus, "intruder", 3600, f"0-{BUCKETS - 1}"))
+    flags = (
+        *("--sharding", "--repo", str(repo), "--path", "apps", "--interval", "3600"),
+        *("--instance-name", "forged"),
+    )
+    status = resource_path("v1", "configmaps", namespace, "gitsync-status-forged")
+
+    def record() -> dict[str, str]:
+        try:
+            return dict(kube.get(status).get("data") or {})
+        except APINotFoundError:
+            return {}
+
+    replica = Replica(kubeconfig, namespace, tmp_path / "replica.log", flags)
+    try:
+        wait_until(replica.up, timeout=60, what="the replica serving /metrics")
+        wait_until(
+            lambda: (record().get("managed"), record().get("result")) == (str(n), "Succeeded"),
+            timeout=60,
+            what="every MyApp applied and counted, the forged Lease notwithstanding",
+        )
+        assert "unserved" not in record()
+        for i in range(n):
+            assert get(kube, "Deployment", namespace, f"app-{i:03}") is not None
+        log = replica.log.read_text()
+        assert f"member lease {bogus} ignored: its name is not the one a member" in log
+
+        # well formed, named as the member "0-stuck" names its Lease, serving nothing
+        stuck = member_lease_name(FORGED_GROUP, "0-stuck")
+        written = time.time()
+        kube.request("POST", leases, body=forged_lease(stuck, "0-stuck", 40, ""))
+        wait_until(
+            lambda: record().get("result") == "Failed",
+            timeout=LEASE_DURATION + 30,
+            what="the record failing while buckets go unserved",
+        )
+        words = record()["unserved"]
+        assert record()["lastError"].startswith(words)
+        m = re.fullmatch(r"no replica serves buckets (\S+) \(since (\S+)\)", words)
+        assert m is not None, words
+        share = assign([_identity(replica), "0-stuck"], BUCKETS)
+        assert parse_buckets(m[1], BUCKETS) == held_by(share, "0-stuck")
+        since = dt.datetime.fromisoformat(m[2]).timestamp()
+        assert written - 1 <= since <= written + RETRY + 1, (written, m[2])
+
+        # its Lease lapses (40 s unchanged): its share is served again
+        wait_until(
+            lambda: (record().get("managed"), record().get("result")) == (str(n), "Succeeded"),
+            timeout=40 + 30,
+            what="the record succeeding again once every bucket is served",
+        )
+        assert "unserved" not in record()
+    finally:
+        replica.stop(signal.SIGKILL)

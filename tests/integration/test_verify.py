@@ -242,6 +242,47 @@ def test_diff_and_sync_exit_2_with_the_reason_on_one_line(
     assert alone.returncode == 2 and "without --verify-commits" in alone.stderr
 
 
+def test_a_signed_commit_of_a_branch_never_merged_at_the_ref_needs_a_tip_key(
+    kubeconfig: str,
+    kube: Kube,
+    crd: str,
+    namespace: str,
+    upstream: Upstream,
+    signers: dict[str, Signer],
+    tmp_path: Path,
+) -> None:
+    """alice signs her branches' commits, bob's key signs what lands on main. A commit
+    alice signed on a branch never merged, whose parent is the applied commit, pushed as
+    main by someone with no key: it descends, so only --tip-keys refuses it."""
+    alice, bob = signers["alice"], signers["bob"]
+    trusted = keys_dir(tmp_path / "history", alice, bob)
+    tip = keys_dir(tmp_path / "tip", bob)
+    good = commit(upstream, {"apps/web.yaml": app_yaml(namespace, "web", image="good:1")}, bob)
+    args = ["--repo", upstream.file_url, "--path", "apps", "--allowed-namespaces", namespace]
+    args += ["--cache-dir", str(tmp_path / "cache"), "--status-namespace", namespace]
+    flags = ["--verify-commits", "--trusted-keys", str(trusted)]
+    first = gitsync(kubeconfig, "sync", *args, *flags, "--tip-keys", str(tip))
+    assert first.returncode == 0, first.stderr
+    assert image(kube, namespace, "web") == "good:1"
+
+    upstream.wgit("checkout", "--quiet", "-b", "experiment", good)
+    x = commit(upstream, {"apps/web.yaml": app_yaml(namespace, "web", image="x:1")}, alice)
+    refused = gitsync(kubeconfig, "sync", *args, *flags, GITSYNC_TIP_KEYS=str(tip))
+    assert refused.returncode == 2, refused.stderr
+    assert (
+        f"error: commit {x} of main not applied: untrusted-key: signed by OpenPGP key"
+        f" {alice.key}, which is not a key that may sign the tip of 'main' (--tip-keys)"
+    ) in refused.stderr
+    assert image(kube, namespace, "web") == "good:1"
+    assert status_configmap(kube, namespace)["data"]["rejected"] == x  # type: ignore[index]
+
+    # without --tip-keys, as the docs say: any trusted key may sign the tip, and the
+    # commit descends from the applied one
+    applied = gitsync(kubeconfig, "sync", *args, *flags)
+    assert applied.returncode == 0, applied.stderr
+    assert image(kube, namespace, "web") == "x:1"
+
+
 def status_configmap(kube: Kube, namespace: str) -> dict[str, object]:
     items = kube.list(resource_path("v1", "configmaps", namespace))["items"]
     (cm,) = [c for c in items if c["metadata"]["name"].startswith("gitsync-status-")]

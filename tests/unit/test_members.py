@@ -265,16 +265,108 @@ def test_a_dead_members_buckets_move_after_its_lease_duration_and_its_lease_is_d
     assert a.name not in store.leases
 
 
-def test_a_member_with_another_bucket_count_makes_the_others_serve_nothing() -> None:
+def test_a_lease_in_another_bucket_count_is_ignored_and_said() -> None:
     store, clock = LeaseStore(), Clock()
     a, b = member(store, clock, "a"), member(store, clock, "b", buckets=64)
     settle([a], clock, 3)
-    b.step()
+    settle([b], clock, 3)  # b holds all its 64 buckets: none it could be given here
     a.step()
-    assert a.serving() == frozenset() and a.foreign == {b.name}
+    assert a.serving() == frozenset(range(BUCKETS)) and a.members == ("a",)
+    assert a.ignored == {b.name: f"its bucket count is '64', not {BUCKETS}"}
     b.release()
     settle([a], clock, 2)
-    assert a.serving() == frozenset(range(BUCKETS)) and not a.foreign
+    assert a.serving() == frozenset(range(BUCKETS)) and not a.ignored
+
+
+def forged(name: str, identity: str, duration: int = 15, notes: Obj | None = None) -> Obj:
+    """A Lease written by hand under the member label of the group "gitsync-leader"."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {MEMBER_OF_LABEL: "gitsync-leader"},
+            "annotations": {COUNT_ANNOTATION: str(BUCKETS), **(notes or {})},
+        },
+        "spec": {"holderIdentity": identity, "leaseDurationSeconds": duration},
+    }
+
+
+@pytest.mark.parametrize(
+    ("lease", "why"),
+    [
+        (
+            forged("gitsync-leader-member-bogus", "intruder", notes={HELD_ANNOTATION: "0-31"}),
+            "its name is not the one a member 'intruder' of 'gitsync-leader' writes",
+        ),
+        (
+            forged(
+                member_lease_name("gitsync-leader", "0"), "0", 61, notes={CLAIMED_ANNOTATION: "1"}
+            ),
+            "its leaseDurationSeconds 61 is not within 1-60",
+        ),
+        (
+            forged(member_lease_name("gitsync-leader", "0"), "0", notes={HELD_ANNOTATION: "0-99"}),
+            "its buckets cannot be read: '0-99' is not within the buckets 0-31",
+        ),
+    ],
+)
+def test_a_lease_no_member_could_have_written_is_ignored_and_logged_once(
+    lease: Obj, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, clock = LeaseStore(), Clock()
+    a = member(store, clock, "a")
+    store.rv += 1
+    store.leases[lease["metadata"]["name"]] = {
+        **lease,
+        "metadata": {**lease["metadata"], "resourceVersion": str(store.rv)},
+    }
+    settle([a], clock, 4)
+    assert a.serving() == frozenset(range(BUCKETS)) and a.members == ("a",)
+    assert a.ignored == {lease["metadata"]["name"]: why}
+    store.rv += 1  # renewed as it is: not said again
+    store.leases[lease["metadata"]["name"]]["metadata"]["resourceVersion"] = str(store.rv)
+    settle([a], clock, 2)
+    said = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert said == [f"member lease {lease['metadata']['name']} ignored: {why}"]
+
+
+def test_buckets_a_live_member_leaves_unserved_are_said_after_a_handover_s_time() -> None:
+    """A Lease well formed, named as a member's, that serves nothing (a member stuck, or
+    a forgery no check can tell from one): its share goes unserved while it lives. The
+    buckets are named, with when they were first seen unserved, once that lasts longer
+    than a handover; and no longer once they are served."""
+    store, clock = LeaseStore(), Clock()
+    a = Membership(
+        Client(store), "ns", "gitsync-leader", "a", buckets=BUCKETS, clock=clock,
+        wall=lambda: clock.now + 1e9,
+    )  # fmt: skip
+    told: list[dict[int, float]] = []
+    a.on_passes = lambda: told.append(a.unserved)
+    settle([a], clock, 3)
+    assert a.unserved == {} and told == []
+    stuck = forged(member_lease_name("gitsync-leader", "0"), "0", 40)
+    store.rv += 1
+    store.leases[stuck["metadata"]["name"]] = {
+        **stuck, "metadata": {**stuck["metadata"], "resourceVersion": str(store.rv)},
+    }  # fmt: skip
+    first = clock.now + 1e9
+    a.step()  # gives its share up at once
+    theirs = held_by(assign(["a", "0"], BUCKETS), "0")
+    assert a.serving() == frozenset(range(BUCKETS)) - theirs
+    told.clear()  # (the members changed)
+    for _ in range(9):  # 18 s: within the Lease duration and two retry periods
+        clock.now += 2.0
+        a.step()
+    assert a.unserved == {} and told == []
+    clock.now += 2.0
+    a.step()
+    assert a.unserved == dict.fromkeys(theirs, first) and told == [a.unserved]
+    for _ in range(5):  # said once, not at every step
+        clock.now += 2.0
+        a.step()
+    assert len(told) == 1
+    settle([a], clock, 8)  # its Lease lapsed (40 s unchanged): a serves everything again
+    assert a.serving() == frozenset(range(BUCKETS))
+    assert a.unserved == {} and told[-1] == {}
 
 
 @pytest.mark.parametrize(
@@ -418,6 +510,12 @@ def test_who_serves_each_bucket_as_a_report_reads_the_leases() -> None:
     leases = [lease("a", "0-3", 2), lease("b", "4-6", 14.9), lease("dead", "7", 15.1)]
     assert serving_now(leases, 8, now) == {0: "a", 1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "b"}
     assert serving_now([{"spec": {"renewTime": "not a time"}}], 8, now) == {}
+    # named by the instance: a Lease not named after its holder is no member's
+    named = lease("a", "0-3", 2)
+    named["metadata"]["name"] = member_lease_name("gitsync-leader", "a")
+    forgery = lease("b", "4-6", 2)
+    forgery["metadata"]["name"] = "gitsync-leader-member-b"
+    assert serving_now([named, forgery], 8, now, "gitsync-leader") == dict.fromkeys(range(4), "a")
 
 
 def test_each_member_knows_who_holds_each_bucket() -> None:

@@ -382,6 +382,10 @@ def test_with_sharding_a_pass_serves_its_buckets_and_only_the_leader_prunes_and_
         def passes(self) -> dict[str, str]:
             return {m: t for m, t in leases.items() if m != self.me}
 
+        @property
+        def unserved(self) -> dict[int, float]:
+            return {}
+
         def publish(self, last_pass: str) -> None:
             leases[self.me] = last_pass
 

@@ -9,6 +9,7 @@ import pytest
 from gitsync.engine.changeset import Change, ChangeSet, summary_of
 from gitsync.gitops import failures
 from gitsync.gitops.sync_state import Part, SyncState, merged, part_of, state_of
+from gitsync.model.shards import unserved_words
 
 REV = "main@sha1:2222"
 OLD = "main@sha1:1111"
@@ -150,3 +151,21 @@ def test_the_members_reasons_join_in_one_bounded_line(n: int) -> None:
     assert len(text) <= failures.LIMIT
     assert failures.join(["a", "", "b"]) == "a | b"
     assert failures.join([]) == ""
+
+
+def test_buckets_no_replica_serves_fail_the_record_naming_them_and_since_when() -> None:
+    own_pass = pass_of(REV, unchanged=10)
+    own = state_of(own_pass, None)
+    mine = part_of(own_pass, own, None)
+    at = 1_796_000_000.0  # 2026-11-30T00:53:20Z
+    words = unserved_words({7: at + 5, 0: at, 1: at, 2: at})
+    assert words == (
+        "no replica serves buckets 0-2 (since 2026-11-30T00:53:20Z), 7 (since 2026-11-30T00:53:25Z)"
+    )
+    record = merged(own, mine, {}, 1, words)
+    assert (record.result, record.managed, record.unserved) == ("Failed", 10, words)
+    assert record.last_error == words and record.data()["unserved"] == words
+    # all served: as before, and the ConfigMap has no such key
+    served = merged(own, mine, {}, 1, unserved_words({}))
+    assert (served.result, served.last_error, served.unserved) == ("Succeeded", "", "")
+    assert "unserved" not in served.data() and served == merged(own, mine, {}, 1)
