@@ -230,11 +230,10 @@ def _look(kube: Kube, watch: holders.Watch, then: str) -> None:
     watch.observe(leases, time.monotonic(), dt.datetime.now(dt.UTC))
     alive = watch.alive()
     if alive:
-        first = alive[0]
-        also = f" (and {_count(len(alive) - 1, 'other Lease')})" if len(alive) > 1 else ""
         raise UninstallError(
-            f"gitsync still runs: {first.lease} is renewed by {first.identity!r}{also}; "
-            f"{then}: {first.how_to_stop()}, then run uninstall again"
+            f"gitsync still runs, renewing {_count(len(alive), 'Lease')}: "
+            f"{', '.join(map(str, alive))}; {then}: {holders.HOW_TO_STOP}, then run "
+            "uninstall again"
         )
 
 

@@ -55,15 +55,18 @@ class Holder:
         """Whether it may write a Deployment of ``scope`` (None: any namespace)."""
         return not self.watching or scope is None or self.watching == scope
 
-    def how_to_stop(self) -> str:
-        """Where the process is, from its identity (``<hostname>_<pid>``)."""
+    def __str__(self) -> str:
+        """The Lease, its holder, and where the process is (``<hostname>_<pid>``)."""
         host, sep, pid = self.identity.rpartition("_")
-        if not sep or not pid.isdigit():
-            return f"stop the gitsync daemon {self.identity!r}"
-        return (
-            f"stop process {pid} on host {host!r} (in a cluster: scale to 0 the Deployment "
-            f"of Pod {host!r}, or pass its namespace and labels as -n and --selector)"
-        )
+        where = f" (process {pid} on host {host!r})" if sep and pid.isdigit() else ""
+        return f"{self.lease} by {self.identity!r}{where}"
+
+
+#: how to stop a daemon, whichever it is
+HOW_TO_STOP: Final = (
+    "stop each (in a cluster the host is its Pod: scale its Deployment to 0, or give its "
+    "namespace and labels to uninstall as -n and --selector)"
+)
 
 
 def is_gitsync_lease(lease: Obj) -> bool:

@@ -79,11 +79,10 @@ def test_a_daemon_counts_when_it_may_write_in_the_scope(
     assert Holder("Lease/ops/x", "h_1", watching).watches(scope) is watches
 
 
-def test_how_to_stop_names_the_process_and_the_pod() -> None:
-    said = Holder("Lease/ops/x", "gitsync-7d9f-abcde_1", None).how_to_stop()
-    assert "process 1 on host 'gitsync-7d9f-abcde'" in said
-    assert "Pod 'gitsync-7d9f-abcde'" in said
-    assert "'odd'" in Holder("Lease/ops/x", "odd", None).how_to_stop()
+def test_a_holder_is_said_with_its_lease_and_where_its_process_is() -> None:
+    said = str(Holder("Lease/ops/x", "gitsync-7d9f-abcde_1", None))
+    assert said == "Lease/ops/x by 'gitsync-7d9f-abcde_1' (process 1 on host 'gitsync-7d9f-abcde')"
+    assert str(Holder("Lease/ops/x", "odd", None)) == "Lease/ops/x by 'odd'"
 
 
 def test_a_lease_renewed_while_watched_is_a_live_daemon() -> None:
