@@ -204,6 +204,7 @@ def run(**kw: Any) -> None:
         leader_elect=own.leader_elect,
         lease_namespace=namespaces.status,
         lease_name=identity.lease_name,
+        watch_namespace=flags.watch_namespace or "",
         webhook_secret=own.webhook_secret,
         webhook_rate=own.webhook_rate,
         webhook_burst=own.webhook_burst,

@@ -39,6 +39,7 @@ from gitsync.engine.changeset import ChangeSet
 from gitsync.errors import ConfigError, GitsyncError
 from gitsync.gitops.sync import Syncer
 from gitsync.kube.events import EventType
+from gitsync.kube.holders import WATCH_ANNOTATION
 from gitsync.kube.informer import BEHIND_SECONDS
 from gitsync.kube.leader import LeaderElector
 from gitsync.kube.members import Membership
@@ -78,6 +79,9 @@ class DaemonOptions:
     leader_elect: bool = True
     lease_namespace: str = "default"
     lease_name: str = "gitsync-leader"
+    #: the one namespace the controller watches ("" all), said on the Leases: uninstall,
+    #: scoped to a namespace, then knows whether this daemon may take its Deployments back
+    watch_namespace: str = ""
     webhook_secret: bytes = b""
     #: webhook-triggered syncs: ``webhook_burst`` at once, then ``webhook_rate`` per second
     webhook_rate: float = 1.0
@@ -149,12 +153,17 @@ class Daemon:
         self.pass_listeners: list[Callable[[ChangeSet, Trigger], None]] = []
         self._sync_lock = threading.Lock()
         self.heap = Heap()
+        about = {WATCH_ANNOTATION: options.watch_namespace}
         self.leader: LeaderElector | None = None
         if options.leader_elect:
             identity = f"{socket.gethostname()}_{os.getpid()}"
             controller.kube.user_agent = f"gitsync/{__version__} ({identity})"
             self.leader = LeaderElector(
-                controller.kube, options.lease_namespace, options.lease_name, identity
+                controller.kube,
+                options.lease_namespace,
+                options.lease_name,
+                identity,
+                annotations=about,
             )
             controller.is_leader = self.leader.is_leader
             self.leader.on_sync_request = functools.partial(self.trigger, "webhook")
@@ -163,7 +172,11 @@ class Daemon:
             if self.leader is None:
                 raise ConfigError("--sharding needs --leader-elect: one replica prunes")
             self.membership = Membership(
-                controller.kube, options.lease_namespace, options.lease_name, identity
+                controller.kube,
+                options.lease_namespace,
+                options.lease_name,
+                identity,
+                annotations=about,
             )
             controller.shard_by(self.membership)
             self.membership.on_change = self._on_buckets

@@ -22,7 +22,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gitsync.errors import APIConflictError, APIError, APINotFoundError, APITimeoutError
@@ -54,9 +54,12 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.path = resource_path("coordination.k8s.io/v1", "leases", namespace, name)
+        #: written on the Lease with every renewal: what the holder is, for others to read
+        self.annotations = dict(annotations or {})
         self.collection = resource_path("coordination.k8s.io/v1", "leases", namespace)
         self.identity = identity
         self.lease_duration = lease_duration
@@ -194,6 +197,9 @@ class LeaderElector:
         spec["holderIdentity"] = self.identity
         spec["leaseDurationSeconds"] = int(self.lease_duration)
         spec["renewTime"] = _micro_time()
+        if self.annotations:
+            meta = lease.setdefault("metadata", {})
+            meta["annotations"] = (meta.get("annotations") or {}) | self.annotations
         try:
             self._call("PUT", deadline, body=lease)
         except APIConflictError:
@@ -242,7 +248,10 @@ class LeaderElector:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.path.rsplit("/", 1)[1]},
+            "metadata": {
+                "name": self.path.rsplit("/", 1)[1],
+                **({"annotations": self.annotations} if self.annotations else {}),
+            },
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": int(self.lease_duration),

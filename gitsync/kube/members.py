@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -192,6 +192,7 @@ class Membership:
         retry_period: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         if not 0 < renew_deadline < lease_duration:
             raise ValueError("the renew deadline must be shorter than the lease duration")
@@ -200,6 +201,8 @@ class Membership:
         self.identity = identity
         self.buckets = buckets
         self.name = member_lease_name(group, identity)
+        #: written on the Lease with every renewal: what the member is, for others to read
+        self.annotations = dict(annotations or {})
         self.collection = resource_path("coordination.k8s.io/v1", "leases", namespace)
         self.path = f"{self.collection}/{self.name}"
         self.lease_duration = lease_duration
@@ -490,6 +493,7 @@ class Membership:
                 "name": self.name,
                 "labels": {MEMBER_OF_LABEL: member_of(self.group)},
                 "annotations": {
+                    **self.annotations,
                     COUNT_ANNOTATION: str(self.buckets),
                     HELD_ANNOTATION: format_buckets(claims.held),
                     CLAIMED_ANNOTATION: format_buckets(claims.claimed),

@@ -71,6 +71,7 @@ def start_daemon(
         jitter=0,
         leader_elect=True,
         lease_namespace=namespace,
+        watch_namespace=namespace,
         webhook_secret=SECRET,
         sharding=sharding,
     )

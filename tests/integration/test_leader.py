@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitsync.kube.client import Kube, load_configuration, resource_path
+from gitsync.kube.holders import WATCH_ANNOTATION
 from gitsync.kube.leader import LeaderElector
 from tests.support import wait_until
 
@@ -108,6 +109,12 @@ def campaigns() -> Iterator[list[Campaign]]:
         c.stop()
 
 
+def watching(namespace: str) -> dict[str, str]:
+    """What gitsync run says on its Lease, watching ``namespace`` (so that an uninstall
+    scoped to another namespace, run meanwhile, leaves this elector out)."""
+    return {WATCH_ANNOTATION: namespace}
+
+
 def lease(kube: Kube, namespace: str) -> dict[str, object]:
     spec = kube.get(resource_path("coordination.k8s.io/v1", "leases", namespace, LEASE))["spec"]
     assert isinstance(spec, dict)
@@ -117,7 +124,9 @@ def lease(kube: Kube, namespace: str) -> dict[str, object]:
 def test_a_lease_taken_over_ends_leadership_at_the_next_renewal(
     kube: Kube, namespace: str, campaigns: list[Campaign]
 ) -> None:
-    elector = LeaderElector(kube, namespace, LEASE, "replica-a", retry_period=0.5)
+    elector = LeaderElector(
+        kube, namespace, LEASE, "replica-a", retry_period=0.5, annotations=watching(namespace)
+    )
     c = Campaign(elector)
     campaigns.append(c)
     wait_until(elector.is_leader, timeout=15, what="replica-a to lead")
@@ -152,7 +161,13 @@ def test_a_stalled_api_server_cannot_stretch_leadership_or_hang_a_lease_call(
         proxied = Kube(config)
         renew_deadline = 3.0
         elector = LeaderElector(
-            proxied, namespace, LEASE, "replica-a", renew_deadline=renew_deadline, retry_period=0.5
+            proxied,
+            namespace,
+            LEASE,
+            "replica-a",
+            renew_deadline=renew_deadline,
+            retry_period=0.5,
+            annotations=watching(namespace),
         )
         c = Campaign(elector)
         campaigns.append(c)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from gitsync.kube.client import Kube, resource_path
+from gitsync.kube.holders import WATCH_ANNOTATION
 from gitsync.kube.members import MEMBER_OF_LABEL, Membership, live_members
 from gitsync.model.shards import BUCKETS, assign, held_by, moved
 from tests.support import wait_until
@@ -33,6 +34,7 @@ class Running:
             lease_duration=DURATION,
             renew_deadline=DEADLINE,
             retry_period=PERIOD,
+            annotations={WATCH_ANNOTATION: namespace},  # as gitsync run's, watching it
         )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.member.run, args=(self._stop,), daemon=True)

@@ -167,7 +167,11 @@ def test_env_values_appear_nowhere_on_the_page_api_or_notifications(
     notifier.start()
     port = free_port()
     options = DaemonOptions(
-        listen=f"127.0.0.1:{port}", interval=3600, jitter=0, lease_namespace=namespace
+        listen=f"127.0.0.1:{port}",
+        interval=3600,
+        jitter=0,
+        lease_namespace=namespace,
+        watch_namespace=namespace,
     )
     daemon = Daemon(
         controller, syncer(controller, upstream.file_url, cache_dir, namespace), options

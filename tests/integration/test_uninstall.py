@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from gitsync.kube.client import Kube, path_of, resource_path
 from gitsync.model.api import KIND
 from tests.integration.test_cli import common, gitsync
+from tests.integration.test_ha import Replica, holder
 from tests.support import app_yaml, create_namespace, get, wait_until
 
 NAMES = ("web", "api", "db")
@@ -183,10 +185,13 @@ def test_uninstall_keeps_the_deployments_serving_and_gitsync_adopts_them_back(
 
         done = gitsync(kubeconfig, *args, "--delete-myapps")
         assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [
+        lines = done.stdout.splitlines()
+        assert lines[1].startswith("no other gitsync runs: none renewed a Lease in ")
+        assert lines[:1] + lines[2:] == [
             f"stopped {gitsync_ns}/gitsync (1 replica, now 0; its Pods are gone)",
             "released 3 Deployments from their MyApps (no rollout: their Pod templates are "
             "unchanged)",
+            "the release held: no Deployment taken back in 10s",
             "deleted 3 MyApps (their Deployments stay)",
         ]
         # gitsync is stopped: no Pod of it left
@@ -231,3 +236,55 @@ def test_uninstall_keeps_the_deployments_serving_and_gitsync_adopts_them_back(
     finally:
         with contextlib.suppress(Exception):
             kube.delete(resource_path("v1", "namespaces", name=control))
+
+
+def myapp_owners(kube: Kube, ns: str) -> dict[str, list[tuple[str, str]]]:
+    """Each Deployment's MyApp owners, as (name, uid)."""
+    return {
+        n: [(r["name"], r["uid"]) for r in owners(kube, ns, n) if r["kind"] == KIND] for n in NAMES
+    }
+
+
+def test_uninstall_refuses_while_a_daemon_outside_its_deployment_renews_a_lease(
+    kubeconfig: str, kube: Kube, crd: str, namespace: str, gitsync_ns: str, tmp_path: Path
+) -> None:
+    synced(kubeconfig, kube, tmp_path, namespace)
+    # `gitsync run` as a process outside any Deployment: uninstall's -n and --selector
+    # do not find it
+    daemon = Replica(kubeconfig, namespace, tmp_path / "daemon.log")
+    try:
+        pid = str(daemon.proc.pid)
+        wait_until(lambda: holder(kube, namespace).endswith(f"_{pid}"), 60, what="it to lead")
+        before = myapp_owners(kube, namespace)
+        assert all(len(refs) == 1 for refs in before.values())
+
+        args = ["uninstall", "-n", gitsync_ns, "--watch-namespace", namespace]
+        refused = gitsync(kubeconfig, *args)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        [line] = refused.stderr.splitlines()
+        assert line.startswith("error: gitsync still runs, renewing "), line
+        ours = f"Lease/{namespace}/gitsync-leader-operator by '{holder(kube, namespace)}'"
+        assert f"{ours} (process {pid} on host " in line
+        assert "; nothing was released: stop each (in a cluster the host is its Pod" in line
+        assert "Traceback" not in refused.stderr
+        # its own Deployment was stopped as ever; nothing else was written
+        assert refused.stdout.splitlines() == [
+            f"stopped {gitsync_ns}/gitsync (1 replica, now 0; its Pods are gone)"
+        ]
+        assert myapp_owners(kube, namespace) == before
+
+        daemon.stop(signal.SIGTERM)  # a graceful stop gives the Lease up
+        assert daemon.proc.returncode == 0
+        assert holder(kube, namespace) == ""
+    finally:
+        daemon.stop(signal.SIGKILL)
+
+    done = gitsync(kubeconfig, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "released 3 Deployments" in done.stdout
+    assert done.stdout.splitlines()[-2:] == [
+        "the release held: no Deployment taken back in 10s",
+        "kept 3 MyApps and the CustomResourceDefinition myapps.apps.example.com",
+    ]
+    assert myapp_owners(kube, namespace) == {n: [] for n in NAMES}
+    assert all(owners(kube, namespace, n) == [] for n in NAMES)

@@ -289,3 +289,17 @@ def test_a_crashed_step_does_not_end_the_campaign(
         stop.set()
         runner.join(5)
     assert not crashes and calls.log == ["started"] and api.holder() == "me"
+
+
+def test_the_lease_carries_the_electors_annotations_and_keeps_the_others(
+    api: FakeLeaseAPI, clock: FakeClock
+) -> None:
+    about = {"gitsync.apps.example.com/watch-namespace": "apps"}
+    e = LeaderElector(api, "ns", "lease", "me", clock=clock, annotations=about)
+    e.step()  # created
+    assert api.lease is not None and api.lease["metadata"]["annotations"] == about
+    api.lease["metadata"]["annotations"]["someone/else"] = "x"
+    api.lease["metadata"]["annotations"]["gitsync.apps.example.com/watch-namespace"] = ""
+    clock.now += 2
+    e.step()  # renewed: ours written again, the others' kept
+    assert api.lease["metadata"]["annotations"] == about | {"someone/else": "x"}

@@ -621,3 +621,16 @@ def test_a_members_last_pass_reaches_the_others_with_its_renewals_alone() -> Non
     b.release()
     a.step()
     assert a.passes == {} and len(calls) == 3
+
+
+def test_the_member_lease_carries_the_members_annotations() -> None:
+    store, clock = LeaseStore(), Clock()
+    about = {"gitsync.apps.example.com/watch-namespace": "apps"}
+    m = Membership(
+        Client(store), "ns", "gitsync-leader", "a", buckets=BUCKETS, clock=clock, annotations=about
+    )
+    m.step()
+    m.step()
+    notes = store.leases[m.name]["metadata"]["annotations"]
+    assert notes["gitsync.apps.example.com/watch-namespace"] == "apps"
+    assert m.serving() == frozenset(range(BUCKETS))  # read as a member all the same
