@@ -42,6 +42,7 @@ from gitsync.gitops import namespaces as nslib
 from gitsync.gitops.lineage import Lineage
 from gitsync.gitops.pinned import PinnedRevisions, selection_failures
 from gitsync.gitops.sync_state import Part, StateWriter, SyncState, merged, part_of, state_of
+from gitsync.gitops.unloaded import load_failures
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Client, Recorder, RecordStore, Writer
 from gitsync.kube.records import Records
@@ -182,6 +183,8 @@ class Operator(Protocol):
     def requeue(self, key: str, after: float) -> None: ...
 
     def retry(self, key: str, result: Result) -> None: ...
+
+    def load_failed(self, key: str, sync: SyncInfo) -> Result: ...
 
     @property
     def myapps(self) -> Cache: ...
@@ -404,6 +407,11 @@ class Syncer:
             )
             done = dict(zip((app.key for app in applying), outcomes, strict=True))
             self._held_statuses(pool, held_statuses)
+            # the MyApps of the files that no longer load: left as they are, and said so
+            failures = load_failures(
+                tracked, desired.keys() | held, loaded.errors, str(rev), info.time
+            )
+            self._load_failed(pool, failures)
         clean: list[str] = []
         for app in todo:
             # in Git's order, as a full pass lists them; one not applied is as the last
@@ -636,6 +644,20 @@ class Syncer:
                 )
 
         list(pool.map(write, due))
+
+    def _load_failed(self, pool: ThreadPoolExecutor, failures: dict[str, SyncInfo]) -> None:
+        """Record in each MyApp's Synced condition that its file does not load; the error
+        itself is the pass's already."""
+
+        def write(key: str) -> None:
+            with self.controller.working(key) as mine:
+                if self.cancel.is_set() or not mine:
+                    return  # the next pass says it
+                done = self.controller.load_failed(key, failures[key])
+            if done.error:
+                log.warning("could not record the load failure: %s", done.error, extra={"key": key})
+
+        list(pool.map(write, failures))
 
     def _refuse(self, key: str, who: str) -> Change | None:
         """Another instance's MyApp is never applied over (as a Deployment not owned by

@@ -30,6 +30,8 @@ MAX_DRIFT_ENTRIES: Final[int] = OPENAPI_V3_SCHEMA["properties"]["status"]["prope
 MAX_DRIFT_VALUE_BYTES: Final = 1024
 #: the condition of an automatic rollback (see gitsync.model.rollout), named as its Event
 ROLLED_BACK: Final = rolloutlib.ROLLED_BACK
+#: the Synced reason of a MyApp whose file in Git no longer loads
+LOAD_FAILED: Final = "LoadFailed"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class SyncInfo:
     time: str
     ok: bool = True
     message: str = ""
+    #: the Synced reason, when not the one ``ok`` gives (:data:`LOAD_FAILED`)
+    reason: str = ""
 
 
 def source_for(changed: bool, myapp: Obj, info: SyncInfo) -> SyncInfo:
@@ -154,7 +158,11 @@ def compute(
         conditions.append(waiting)
     if sync is not None:
         status["source"] = _source(live, sync)
-        if wait is not None:
+        if sync.reason == LOAD_FAILED:
+            # this revision declares nothing for it that could be applied, waited for or
+            # held back: whatever held the last revision's change, this is the news
+            conditions.append(condition("Synced", False, LOAD_FAILED, sync.message, gen, prev))
+        elif wait is not None:
             # Git's change is not applied yet, and not for want of trying
             message = f"this revision's change is not applied yet: {wait.message}"
             conditions.append(condition("Synced", False, wait.reason, message, gen, prev))

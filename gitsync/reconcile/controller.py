@@ -37,6 +37,7 @@ from gitsync.model.api import (
     key_of,
 )
 from gitsync.model.compact import cached
+from gitsync.model.myapp_status import SyncInfo
 from gitsync.model.rollout import RollbackPolicy
 from gitsync.reconcile.gate import Gate
 from gitsync.reconcile.ledger import Declared, Ledger
@@ -159,6 +160,10 @@ class Controller:
     ) -> Result:
         """One reconcile outside the queue (the sync pass's), under the key's lock."""
         return self.reconciler.reconcile(key, declared, deployment_absent=deployment_absent)
+
+    def load_failed(self, key: str, sync: SyncInfo) -> Result:
+        """The sync pass's word that ``key``'s file no longer loads (under the key's lock)."""
+        return self.reconciler.load_failed(key, sync)
 
     def shard_by(self, shard: Shard) -> None:
         """Serve only the MyApps of the buckets ``shard`` serves (before :meth:`start`);

@@ -142,6 +142,22 @@ class Reconciler:
                 rec.retry = result.temporary
             return result
 
+    def load_failed(self, key: str, sync: statuslib.SyncInfo) -> Result:
+        """The file in Git that declared ``key`` no longer loads (``sync`` says where and
+        why): nothing of it is applied, the MyApp stays held to what Git last declared
+        (if anything), and its Synced condition says so from now until a pass declares
+        it again."""
+        with self._key_locks.hold(key):
+            with self._count_lock:
+                self.reconciles += 1
+            rec = self.ledger.record(key)
+            rec.sync = sync
+            if rec.declared is not None:
+                # a worker's reconcile that changes the MyApp reports the source of
+                # what it holds the MyApp to: this failure, not the last "Applied"
+                rec.declared = dataclasses.replace(rec.declared, sync=sync)
+            return self._reconcile(key, rec, None, False)
+
     def _reconcile(
         self, key: str, rec: Record, declared: Declared | None, deployment_absent: bool
     ) -> Result:

@@ -8,6 +8,7 @@ found. Callers see :class:`SourceError` (temporary: retried) or :class:`ConfigEr
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -15,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gitsync.errors import MAX_BODY, ConfigError, SourceError, VerificationError
-from gitsync.source import gitenv, sparse
+from gitsync.source import gitenv, localcheckout, sparse
 from gitsync.source.cache import check_private, private_dir, write_private_file
 from gitsync.source.gitenv import NO_CREDENTIALS, Credentials
 from gitsync.source.giturl import SCP_URL, check_url, redact_url
@@ -86,8 +88,21 @@ class Source(Protocol):
 class LocalSource:
     """A plain directory (uncommitted files too), for ``gitsync diff`` and ``validate``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        path: str = ".",
+        timeout: float = 60.0,
+        max_file_bytes: int = 1 << 20,
+    ) -> None:
         self.directory = directory
+        self.path = path
+        self.timeout = timeout
+        self.max_file_bytes = max_file_bytes
+        #: the pinned commits read from the checkout's history, each written out once
+        self._commits: dict[str, Revision] = {}
+        self._scratch: Path | None = None
 
     def fetch(self, after: str = "", accept: str = "") -> Revision:
         if not self.directory.is_dir():
@@ -95,11 +110,31 @@ class LocalSource:
         return Revision(ref="local", sha="", dir=self.directory.resolve())
 
     def fetch_commit(self, sha: str) -> Revision:
-        # a directory has one state, its files as they are: there is no commit to go to
-        raise ConfigError(
-            f"pinned to commit {sha}, which the directory {self.directory} cannot give: "
-            "sync from the Git URL, or lift the pin (gitsync resume)"
+        """Commit ``sha``'s files, read from the history of the checkout the directory
+        is in (never its work tree: a preview under a pin is of what was pinned); a
+        :class:`ConfigError` saying what to run when the directory cannot give it."""
+        if not _COMMIT.fullmatch(sha):
+            raise ConfigError(f"pinned revision {sha!r} is not a full commit sha")
+        sha = sha.lower()
+        found = self._commits.get(sha)
+        if found is not None:
+            return found
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="gitsync-commits-"))
+            # removed at exit: a revision read from it may outlive this source
+            atexit.register(shutil.rmtree, self._scratch, True)
+        files = localcheckout.files_at(
+            self.directory,
+            sha,
+            self.path,
+            self._scratch / sha,
+            max_file_bytes=self.max_file_bytes,
+            timeout=self.timeout,
         )
+        rev = Revision("local", sha, files.dir, omitted=files.omitted, pinned=True)
+        self._commits[sha] = rev
+        log.info("read %s from the checkout at %s", rev, self.directory)
+        return rev
 
     def remote_sha(self) -> str:
         return ""
@@ -117,7 +152,7 @@ def open_source(repo: str, ref: str, cache_dir: Path, **kw: Any) -> GitSource | 
             raise ConfigError(
                 f"--verify-commits needs a Git URL, not the directory {repo} (file:// works)"
             )
-        return LocalSource(local)
+        return LocalSource(local, path=kw.get("path", "."), timeout=kw.get("timeout", 60.0))
     if "://" not in repo and not SCP_URL.fullmatch(repo):
         if not local.exists():
             raise ConfigError(

@@ -1,21 +1,27 @@
 """What a local checkout says of the repository it is a checkout of: its remote and
 branch, so that ``gitsync diff --repo .`` names the instance a daemon syncing that
-remote's URL has (design §13), rather than an instance named after the directory.
+remote's URL has (design §13), rather than an instance named after the directory; and
+the files of one of its commits (:func:`files_at`), so that a preview under a pin
+(``gitsync rollback --to``) reads what was pinned, not the work tree.
 
-Only reads: ``git rev-parse``, ``git symbolic-ref`` and ``git config --get`` run no hook,
-helper or filter, and the configuration that could (``core.fsmonitor``, hooks) is
-overridden on the command line, as for every git call of gitsync's.
+Only reads the repository: ``git rev-parse``, ``git symbolic-ref``, ``git config --get``,
+``git ls-tree`` and ``git cat-file`` run no hook, helper or filter (blobs are read raw),
+and the configuration that could (``core.fsmonitor``, hooks) is overridden on the
+command line, as for every git call of gitsync's. A commit's files are written to a
+directory of the caller's, never into the checkout.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitsync.source import gitenv
+from gitsync.errors import ConfigError, SourceError, printable, quote
+from gitsync.source import gitenv, sparse
 from gitsync.source.giturl import SCP_URL
 
 
@@ -111,3 +117,131 @@ def _git(directory: Path, env: dict[str, str], timeout: float, *args: str) -> st
     if proc.returncode != 0:
         return None
     return proc.stdout.decode(errors="replace").strip("\n")
+
+
+@dataclass(frozen=True)
+class Files:
+    """A commit's files under the manifest path, written out."""
+
+    #: stands for the directory given, at the commit
+    dir: Path
+    #: files left out as larger than a manifest may be (path under ``dir``, size)
+    omitted: tuple[tuple[str, int | None], ...]
+
+
+def files_at(
+    directory: Path, sha: str, path: str, dest: Path, *, max_file_bytes: int, timeout: float
+) -> Files:
+    """The files under ``path`` (relative to ``directory``, as ``--path`` is) of commit
+    ``sha`` of the checkout ``directory`` is in, written under ``dest`` (which must not
+    exist); a :class:`ConfigError` saying what to run when ``directory`` is no checkout,
+    or one that does not hold the commit. Files larger than ``max_file_bytes`` are
+    left out and named, as a fetch leaves them out."""
+    checkout = describe(directory, timeout)
+    if checkout is None:
+        raise ConfigError(
+            f"pinned to commit {sha}, which the directory {quote(str(directory))} cannot give"
+            " (it is not a Git checkout): run this command again with --repo set to the"
+            " repository's Git URL"
+        )
+    env = _environment()
+    # a partial clone would otherwise fetch a missing object from its remote unasked
+    env["GIT_NO_LAZY_FETCH"] = "1"
+    held = _git(directory, env, timeout, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
+    if held is None:
+        remote = shlex.quote(checkout.remote) if checkout.remote else "<the repository's Git URL>"
+        fetch = f"git -C {shlex.quote(str(directory))} fetch {remote} {sha}"
+        raise ConfigError(
+            f"pinned to commit {sha}, which the checkout {quote(str(directory))} does not hold:"
+            f" run {printable(fetch)}, then this command again"
+        )
+    listed = _run_bytes(directory, env, timeout, ["ls-tree", "-r", "-z", "--full-tree", sha])
+    entries = sparse.parse_tree(listed.decode(errors="replace"))
+    # None: outside the repository, nothing is written (the loader says so)
+    root = sparse.root_of(posixpath.join(checkout.prefix, path))
+    blobs = [e for e in entries if e.type == "blob" and root is not None and _under(root, e.path)]
+    checked = _run_bytes(
+        directory,
+        env,
+        timeout,
+        ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        "".join(f"{e.sha}\n" for e in blobs).encode(),
+    )
+    planned = sparse.plan(
+        blobs,
+        sparse.parse_sizes(checked.decode()),
+        root or ".",
+        max_file_bytes=max_file_bytes,
+    )
+    left_out = {p for p, _ in planned.omitted}
+    wanted = [e for e in blobs if e.path not in left_out and _safe(e.path)]
+    _write(directory, env, timeout, wanted, dest)
+    top = dest / checkout.prefix
+    top.mkdir(parents=True, exist_ok=True)
+    omitted = tuple(
+        (p if checkout.prefix == "." else posixpath.relpath(p, checkout.prefix), size)
+        for p, size in planned.omitted
+    )
+    return Files(top, omitted)
+
+
+def _under(root: str, path: str) -> bool:
+    return not root or path == root or path.startswith(root + "/")
+
+
+def _safe(path: str) -> bool:
+    # git refuses to check such a path out; a tree that holds one is not written either
+    return not path.startswith("/") and all(
+        part not in ("", ".", "..") and part.lower() != ".git" for part in path.split("/")
+    )
+
+
+def _write(
+    directory: Path, env: dict[str, str], timeout: float, files: list[sparse.Entry], dest: Path
+) -> None:
+    """Each of ``files`` under ``dest``, its blob's bytes as stored (no filter, no eol
+    conversion); a symbolic link as a link (the loader judges where it goes)."""
+    dest.mkdir(mode=0o700, parents=True)
+    out = _run_bytes(
+        directory,
+        env,
+        timeout,
+        ["cat-file", "--batch"],
+        "".join(f"{e.sha}\n" for e in files).encode(),
+    )
+    at = 0
+    for e in files:
+        end = out.index(b"\n", at)
+        header = out[at:end].split(b" ")
+        if len(header) != 3 or header[1] != b"blob":
+            raise SourceError(f"cannot read {quote(e.path)} at the pinned commit")
+        size = int(header[2])
+        data = out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1
+        target = dest / e.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if e.mode == "120000":
+            os.symlink(os.fsdecode(data), target)
+        else:
+            target.write_bytes(data)
+
+
+def _run_bytes(
+    directory: Path, env: dict[str, str], timeout: float, args: list[str], stdin: bytes = b""
+) -> bytes:
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=directory,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SourceError(f"git {args[0]} in {quote(str(directory))} failed: {e}") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        raise SourceError(f"git {args[0]} in {quote(str(directory))} failed: {quote(err)}")
+    return proc.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -223,18 +224,52 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     assert preview.returncode == 0, preview.stderr
     held = json.loads(preview.stdout)["held"]
     assert [(h["object"], h["hold"]) for h in held] == [(f"MyApp/{ns}/a", "pin")]
-    # a local checkout cannot give the pinned commit: an error, not a preview of its files
+    # a local checkout gives the pinned commit from its own history, not its work tree:
+    # the preview is the same as from the URL (a edited in the work tree is not a's pin)
     checkout = tmp_path / "checkout"
     upstream.git("clone", "--quiet", str(upstream.bare), str(checkout))
-    local = cli(kubeconfig, "diff", "--repo", str(checkout), *flags[2:])
-    assert local.returncode == 2, local.stdout + local.stderr
-    assert f"pinned to commit {good}, which the directory" in local.stderr
+    (checkout / "apps" / "a.yaml").write_text(app_yaml(ns, "a", image="nginx:uncommitted"))
+    local = cli(kubeconfig, "diff", "--repo", str(checkout), *flags[2:], "-o", "json")
+    assert local.returncode == 0, local.stdout + local.stderr
+    previewed = json.loads(local.stdout)
+    assert previewed["objects"] == [] and previewed["failed"] == []
+    assert [(h["object"], h["hold"]) for h in previewed["held"]] == [(f"MyApp/{ns}/a", "pin")]
+    # a directory that is no checkout cannot give it: an error saying what to run, not
+    # a preview of its files
+    plain = tmp_path / "plain"
+    shutil.copytree(checkout / "apps", plain / "apps")
+    refused = cli(kubeconfig, "diff", "--repo", str(plain), *flags[2:])
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    cannot = (
+        f"pinned to commit {good}, which the directory '{plain}' cannot give (it is not a Git"
+        " checkout): run this command again with --repo set to the repository's Git URL"
+    )
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].endswith(f"cannot be read: {cannot}"), errors
 
     resumed = cli(kubeconfig, "resume", f"MyApp/{ns}/a", "--instance-name", INSTANCE,
                   "--status-namespace", ns)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert cli(kubeconfig, "sync", *flags).returncode == 0
     assert image(kube, ns, "a") == "nginx:bad"
+
+    # the instance pinned, as in an incident: the preview from the checkout is the one
+    # from the URL, and a directory that is no checkout says what to run
+    assert cli(kubeconfig, "rollback", "--to", good, *flags).returncode == 0
+    remote = cli(kubeconfig, "diff", *flags, "-o", "json")
+    local = cli(kubeconfig, "diff", "--repo", str(checkout), *flags[2:], "-o", "json")
+    assert remote.returncode == local.returncode == 1, remote.stderr + local.stderr
+    objects = json.loads(local.stdout)["objects"]
+    assert objects == json.loads(remote.stdout)["objects"]
+    assert {(o["object"], o["action"]) for o in objects if o["object"].startswith("MyApp")} == {
+        (f"MyApp/{ns}/a", "configured"), (f"MyApp/{ns}/b", "configured"),
+        (f"MyApp/{ns}/c", "pruned"),
+    }  # fmt: skip
+    refused = cli(kubeconfig, "diff", "--repo", str(plain), *flags[2:])
+    assert refused.returncode == 2
+    assert [line for line in refused.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {cannot}"
+    ]
 
 
 def test_with_verify_commits_a_pin_goes_back_but_resuming_does_not_launder_a_rewind(

@@ -143,6 +143,61 @@ def test_broken_file_applies_the_good_ones_and_skips_prune(
     assert "apps/broken.yaml" in state["lastError"]
 
 
+def synced_condition(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    app = get(kube, "MyApp", ns, name) or {}
+    conditions = app.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Synced"), {})
+
+
+def test_a_myapp_whose_file_no_longer_loads_says_so_and_is_left_as_it_was(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    ns = namespace
+    first = upstream.commit({f"apps/{n}.yaml": app_yaml(ns, n) for n in ("web", "worker")})
+    s = syncer(controller, upstream.file_url, cache_dir, ns)
+    assert s.run().ok
+    wait_until(
+        lambda: synced_condition(kube, ns, "worker").get("status") == "True",
+        what="worker Synced",
+    )
+    before = get(kube, "MyApp", ns, "worker")
+    assert before is not None
+    typo = app_yaml(ns, "worker", image="nginx:1.28").replace("  image:", "  imgae:")
+    broken = upstream.commit({"apps/worker.yaml": typo})
+    result = s.run()
+    assert not result.ok and result.prune_skipped is not None
+    assert result.revision == f"main@sha1:{broken}"
+    condition = wait_until(
+        lambda: (c := synced_condition(kube, ns, "worker")).get("status") == "False" and c,
+        what="worker's Synced to say its file does not load",
+    )
+    assert condition["reason"] == "LoadFailed", condition
+    assert condition["message"].startswith(
+        f"apps/worker.yaml does not load at main@sha1:{broken}, so nothing of it is applied"
+        f" (the MyApp stays as main@sha1:{first} left it): apps/worker.yaml:7:3 (document 0):"
+        " spec.imgae: unknown field"
+    ), condition
+    assert controller.wait_idle(30)
+    after = get(kube, "MyApp", ns, "worker")
+    assert after is not None, "a MyApp whose file is broken is never pruned"
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"] == before["spec"] and after["metadata"]["generation"] == 1
+    assert after["status"]["source"] == before["status"]["source"]
+    assert synced_condition(kube, ns, "worker")["reason"] == "LoadFailed"  # the workers keep it
+    assert synced_condition(kube, ns, "web")["status"] == "True"  # its file loads
+
+    fixed = upstream.commit({"apps/worker.yaml": app_yaml(ns, "worker", image="nginx:1.28")})
+    assert s.run().ok
+    condition = wait_until(
+        lambda: (c := synced_condition(kube, ns, "worker")).get("status") == "True" and c,
+        what="worker Synced again",
+    )
+    assert condition["reason"] == "Applied"
+    app = get(kube, "MyApp", ns, "worker")
+    assert app is not None and app["spec"]["image"] == "nginx:1.28"
+    assert app["status"]["source"]["revision"] == f"main@sha1:{fixed}"
+
+
 def test_empty_desired_set_and_max_fraction_guard_prune(
     kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
 ) -> None:

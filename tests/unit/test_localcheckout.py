@@ -13,6 +13,7 @@ from gitsync.cli.flags import parse
 from gitsync.errors import ConfigError
 from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.instance import resolve
+from gitsync.source.checkout import LocalSource
 from gitsync.source.localcheckout import describe, has_ref
 from tests.gitserver import AUTHOR
 
@@ -150,3 +151,67 @@ def test_a_ref_the_checkout_lacks_is_one_error_not_another_instance(tmp_path: Pa
     assert _identity(upstream, ref="master", instance_repo="https://h/x") == (
         resolve("", "https://h/x", "apps", "master").name
     )
+
+
+def test_a_pinned_commit_is_read_from_the_checkouts_history_not_its_work_tree(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path / "repo")
+    (repo / "apps" / "big.yaml").write_text("x" * 100)
+    (repo / "apps" / "sub").mkdir()
+    (repo / "apps" / "sub" / "b.yaml").write_text("kind: B\n")
+    (repo / "other.yaml").write_text("kind: Other\n")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "second")
+    pinned = git(repo, "rev-parse", "HEAD")
+    (repo / "apps" / "a.yaml").write_text("kind: Later\n")
+    git(repo, "commit", "--quiet", "-am", "third")
+    (repo / "apps" / "a.yaml").write_text("kind: Uncommitted\n")
+    (repo / "apps" / "new.yaml").write_text("kind: New\n")
+
+    source = LocalSource(repo, path="apps", max_file_bytes=50)
+    rev = source.fetch_commit(pinned.upper())
+    assert (rev.sha, rev.pinned, str(rev)) == (pinned, True, f"local@sha1:{pinned}")
+    assert (rev.dir / "apps" / "a.yaml").read_text() == "kind: MyApp\n"
+    assert (rev.dir / "apps" / "sub" / "b.yaml").read_text() == "kind: B\n"
+    assert not (rev.dir / "apps" / "new.yaml").exists()
+    assert not (rev.dir / "other.yaml").exists()  # outside --path: not written
+    # larger than a manifest may be: left out and named, as a fetch leaves it out
+    assert rev.omitted == (("apps/big.yaml", 100),) and not (rev.dir / "apps" / "big.yaml").exists()
+    assert source.fetch_commit(pinned) is rev  # read once
+    assert (repo / "apps" / "a.yaml").read_text() == "kind: Uncommitted\n"  # untouched
+    assert git(repo, "status", "--porcelain") == "M apps/a.yaml\n?? apps/new.yaml".strip()
+
+    # --repo a directory inside the checkout: the files stand where it does
+    inner = LocalSource(repo / "apps", path="sub").fetch_commit(pinned)
+    assert (inner.dir / "sub" / "b.yaml").read_text() == "kind: B\n"
+    assert not (inner.dir / "a.yaml").exists()
+
+
+def test_a_directory_that_cannot_give_the_commit_says_what_to_run(tmp_path: Path) -> None:
+    sha = "ab" * 20
+    plain = tmp_path / "plain"
+    (plain / "apps").mkdir(parents=True)
+    with pytest.raises(ConfigError) as not_a_checkout:
+        LocalSource(plain, path="apps").fetch_commit(sha)
+    assert str(not_a_checkout.value) == (
+        f"pinned to commit {sha}, which the directory '{plain}' cannot give (it is not a Git"
+        " checkout): run this command again with --repo set to the repository's Git URL"
+    )
+
+    upstream = repository(tmp_path / "upstream")
+    git(tmp_path, "clone", "--quiet", str(upstream), "clone")
+    clone = tmp_path / "clone"
+    (upstream / "apps" / "a.yaml").write_text("kind: Later\n")
+    git(upstream, "commit", "--quiet", "-am", "later")
+    later = git(upstream, "rev-parse", "HEAD")
+    with pytest.raises(ConfigError) as not_held:
+        LocalSource(clone, path="apps").fetch_commit(later)
+    assert str(not_held.value) == (
+        f"pinned to commit {later}, which the checkout '{clone}' does not hold:"
+        f" run git -C {clone} fetch origin {later}, then this command again"
+    )
+    # what it says to run is what gives it
+    git(clone, "fetch", "--quiet", "origin", later)
+    rev = LocalSource(clone, path="apps").fetch_commit(later)
+    assert (rev.dir / "apps" / "a.yaml").read_text() == "kind: Later\n"

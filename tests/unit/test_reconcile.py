@@ -15,7 +15,7 @@ from gitsync.errors import (
 from gitsync.kube.client import path_of
 from gitsync.model.api import Obj
 from gitsync.model.instance import resolve
-from gitsync.model.myapp_status import SyncInfo
+from gitsync.model.myapp_status import LOAD_FAILED, SyncInfo
 from gitsync.reconcile.ledger import Claim, Declared
 from gitsync.reconcile.reconciler import STATUS_WAIT, Reconciler
 from gitsync.reconcile.result import Result
@@ -223,6 +223,27 @@ def test_what_git_declared_holds_the_myapp_in_later_reconciles(world: World) -> 
     world.add(myapp(image="nginx:edited"))
     assert world.r.reconcile(KEY).action == "unchanged"
     assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:edited"
+
+
+def test_a_myapp_whose_file_no_longer_loads_is_held_to_what_git_last_declared_and_says_why(
+    world: World,
+) -> None:
+    world.r.reconcile(KEY, declared(myapp()))
+    failed = SyncInfo(
+        "main@sha1:1", "apps/web.yaml", "t", ok=False, message="broken", reason=LOAD_FAILED
+    )
+    world.r.load_failed(KEY, failed)
+    synced = world.condition("Synced")
+    assert (synced["status"], synced["reason"], synced["message"]) == (
+        "False",
+        LOAD_FAILED,
+        "broken",
+    )
+    world.add(myapp(image="nginx:edited"))  # kubectl edit, corrected back to Git's last
+    assert world.r.reconcile(KEY).action == "configured"
+    assert world.cluster.store[path_of("MyApp", "shop", "web")]["spec"]["image"] == "nginx:1.27"
+    # the correction is no news of Git's: the MyApp is still not synced to it
+    assert world.condition("Synced")["reason"] == LOAD_FAILED
 
 
 def test_a_myapp_the_claim_does_not_cover_is_not_held_to_git(world: World) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from gitsync.model import stored
 from gitsync.model.myapp_status import (
+    LOAD_FAILED,
     MAX_DRIFT_ENTRIES,
     MAX_DRIFT_VALUE_BYTES,
     SyncInfo,
@@ -160,6 +161,23 @@ def test_a_failed_sync_is_synced_false() -> None:
         "SyncFailed",
         "invalid",
     )
+
+
+def test_a_file_that_no_longer_loads_is_what_synced_says_even_while_a_change_waited() -> None:
+    old = {"revision": "main@sha1:old", "path": "apps/web.yaml", "lastSyncTime": "t0"}
+    sync = SyncInfo(
+        "main@sha1:old", "apps/web.yaml", "t0", ok=False, message="broken", reason=LOAD_FAILED
+    )
+    wait = Wait("DependencyNotReady", "waiting for MyApp/ns/db (Progressing)", "ns/db")
+    for waiting in (None, wait):
+        status = compute(myapp(status={"source": old}), None, drift=[], sync=sync, wait=waiting)
+        synced = next(c for c in status["conditions"] if c["type"] == "Synced")
+        assert (synced["status"], synced["reason"], synced["message"]) == (
+            "False",
+            LOAD_FAILED,
+            "broken",
+        )
+        assert status["source"] == old
 
 
 def test_an_unchanged_myapp_keeps_the_revision_that_last_changed_it() -> None:

@@ -71,6 +71,9 @@ class FakeOperator:
     def retry(self, key: str, result: Result) -> None:
         self.retried.append(key)
 
+    def load_failed(self, key: str, sync: SyncInfo) -> Result:
+        return self.reconciler.load_failed(key, sync)
+
     @property
     def myapps(self) -> Cache:
         return self.reconciler.myapps
@@ -349,6 +352,42 @@ def test_a_broken_manifest_fails_the_pass_and_prunes_nothing(world: World) -> No
     assert not result.ok and result.errors and "b.yaml" in result.errors[0]
     assert result.count("pruned") == 0 and result.prune_skipped is not None
     assert all(any(p.endswith(f"/myapps/{n}") for p in world.cluster.store) for n in NAMES)
+
+
+def synced(world: World, name: str) -> dict[str, str]:
+    """The Synced condition of MyApp ``shop/name`` as the cluster holds it."""
+    app = world.cluster.get(path_of(KIND, "shop", name))
+    conditions = app.get("status", {}).get("conditions", [])
+    return next(c for c in conditions if c["type"] == "Synced")
+
+
+def test_a_myapp_whose_file_no_longer_loads_says_so_and_stays_as_it_was(world: World) -> None:
+    world.declare("a", "b")
+    world.syncer.run()
+    applied = world.cluster.get(path_of(KIND, "shop", "b"))
+    assert synced(world, "b")["status"] == "True"
+    broken = app_yaml("shop", "b", image="nginx:1.28").replace("  image:", "  imgae:")
+    (world.repo / "apps" / "b.yaml").write_text(broken)
+    world.source.commits += 1
+    result = world.syncer.run()
+    assert not result.ok and result.count("pruned") == 0
+    b = synced(world, "b")
+    assert b["status"] == "False" and b["reason"] == "LoadFailed", b
+    assert b["message"].startswith(f"apps/b.yaml does not load at {result.revision}"), b
+    assert "apps/b.yaml:7:3 (document 0): spec.imgae: unknown field" in b["message"], b
+    assert "and more errors in this file" in b["message"]  # spec.image is missing too
+    now = world.cluster.get(path_of(KIND, "shop", "b"))
+    assert now["spec"] == applied["spec"]
+    assert now["status"]["source"] == applied["status"]["source"]  # this commit changed nothing
+    assert synced(world, "a")["status"] == "True"  # its file loads
+    # a worker's reconcile meanwhile keeps saying it
+    world.operator.reconcile("shop/b")
+    assert synced(world, "b")["reason"] == "LoadFailed"
+
+    world.declare("a", "b")
+    fixed = world.syncer.run()
+    assert fixed.ok, fixed.errors
+    assert synced(world, "b")["status"] == "True" and synced(world, "b")["reason"] == "Applied"
 
 
 def test_a_deposed_leader_prunes_nothing(world: World) -> None:
