@@ -166,7 +166,7 @@ def _along(graph: Mapping[str, tuple[str, ...]], component: set[str]) -> tuple[s
 
 
 def not_ready(
-    live: Obj | None, git_spec: Obj | None, pending: bool, waiting: str, phase: str
+    live: Obj | None, git_spec: Obj | None, pending: bool, waiting: Wait | None, phase: str
 ) -> str:
     """Why dependency ``live`` is not ``Available`` at its own current desired spec, in
     a few words, or "" when it is.
@@ -179,8 +179,8 @@ def not_ready(
     ``gitsync sync`` writes once, moments after the rollout began). Its status must have
     been written for its current generation: its Deployment is then rendered from its
     current spec."""
-    if waiting:
-        return f"itself {waiting}"
+    if waiting is not None:
+        return itself(waiting)
     if live is None:
         return "not created yet"
     if (live.get("metadata") or {}).get("deletionTimestamp"):
@@ -194,6 +194,18 @@ def not_ready(
     if not isinstance(generation, int) or status.get("observedGeneration") != generation:
         return "its current spec not rendered yet"
     return "" if phase == "Available" else phase
+
+
+def itself(wait: Wait) -> str:
+    """A dependency's own wait as its dependents' messages say it: what holds it, not
+    why that holds in turn (its own status says). A message that embedded the
+    dependency's whole message copied every link below it in a chain: it grew with the
+    chain (past the condition's 32,768 characters at about 210 links) and each step of
+    the chain's release changed, so rewrote, the status of every link above it. Named
+    one link down, a message changes only when its own dependency's state does."""
+    if wait.hold == "dependency":
+        return f"itself waiting for {KIND}/{wait.on}"
+    return f"itself {wait.message}"
 
 
 def waiting_for(dep: str, why: str) -> Wait:
@@ -249,7 +261,7 @@ def plan_waits(
                 live.get(dep),
                 None if body is None else body.get("spec") or {},
                 body is not None and pending(dep),
-                own.message if own is not None else "",
+                own,
                 phase(dep),
             )
             if why:
