@@ -15,6 +15,7 @@ itself through others (every MyApp of the cycle is named).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -232,6 +233,35 @@ def topological(graph: Mapping[str, tuple[str, ...]]) -> list[str]:
                 ready.append(child)
     placed = set(out)
     return out + sorted(k for k in graph if k not in placed)
+
+
+def waves(graph: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
+    """The keys of ``graph`` in waves, each key in the wave after the last of the keys
+    it depends on (edges to keys outside it ignored): what one wave holds may be applied
+    at once, once the waves before it are. Within a wave, in ``graph``'s order; what a
+    cycle leaves is a last wave of its own."""
+    deps = {k: [d for d in v if d in graph and d != k] for k, v in graph.items()}
+    if not any(deps.values()):
+        return [list(graph)] if graph else []
+    dependents: dict[str, list[str]] = {k: [] for k in graph}
+    for key, ds in deps.items():
+        for d in ds:
+            dependents[d].append(key)
+    left = {k: len(ds) for k, ds in deps.items()}
+    depth = {k: 0 for k, n in left.items() if n == 0}
+    ready = deque(depth)
+    while ready:
+        key = ready.popleft()
+        for child in dependents[key]:
+            depth[child] = max(depth.get(child, 0), depth[key] + 1)
+            left[child] -= 1
+            if left[child] == 0:
+                ready.append(child)
+    last = 1 + max((depth[k] for k in graph if left[k] == 0), default=-1)
+    out: list[list[str]] = [[] for _ in range(last + 1)]
+    for key in graph:
+        out[depth[key] if left[key] == 0 else last].append(key)
+    return [wave for wave in out if wave]
 
 
 def plan_waits(

@@ -337,3 +337,20 @@ def test_a_chains_messages_name_one_link_down_and_change_only_where_the_chain_mo
     assert progressing[keys[1]] == f"waiting for MyApp/{keys[0]} (Progressing)"
     assert keys[1] not in available_
     assert {k for k in keys[2:] if progressing[k] != available_[k]} == {keys[2]}
+
+
+def test_waves_put_each_myapp_after_the_last_it_depends_on() -> None:
+    graph = {
+        "s/app": ("s/db", "s/cache"),
+        "s/db": ("s/net",),
+        "s/net": (),
+        "s/cache": ("x/live",),
+        "s/web": (),
+    }
+    assert order.waves(graph) == [["s/net", "s/cache", "s/web"], ["s/db"], ["s/app"]]
+    assert order.waves({}) == []
+    # no dependsOn: one wave, in Git's order
+    assert order.waves({"s/b": (), "s/a": ("x/live",)}) == [["s/b", "s/a"]]
+    # a cycle (refused at load before a pass orders anything) still places every key once
+    looped = order.waves({"s/a": ("s/b",), "s/b": ("s/a",), "s/c": ("s/a",)})
+    assert sorted(k for wave in looped for k in wave) == ["s/a", "s/b", "s/c"]
