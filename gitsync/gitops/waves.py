@@ -50,7 +50,7 @@ class Waves:
         deadline = self.clock() + self.await_seconds
         done: dict[str, Change | None] = {}
         for wave in orderlib.waves(graph):
-            if self.await_seconds > 0:
+            if self.await_seconds > 0 and done:  # (the first wave has nothing to wait for)
                 self._await(wave, bodies, done, deadline)
             done.update(zip(wave, pool.map(apply, wave), strict=True))
         return done
