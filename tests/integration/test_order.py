@@ -221,9 +221,11 @@ def status_writes(namespace: str, since: int) -> Counter[str]:
 
 
 #: status writes one link of a chain may take while the chain is released: waiting for
-#: the link below (each of its phases once at most), released, its own rollout; whatever
-#: the length of the chain (a link that copied every message below it took one per link)
-PER_LINK = 8
+#: the link below (a write per state of that one: not applied, not rendered, Progressing),
+#: released, its own rollout; whatever the length of the chain. Measured: 99 in all for
+#: 16 links, at most 7 for one; with each message copying every message below it, 257,
+#: and 30 for the top link (the count grew with the height: quadratic in all)
+PER_LINK = 10
 
 
 def test_releasing_a_chain_writes_each_status_a_bounded_number_of_times(
@@ -263,16 +265,16 @@ def test_releasing_a_chain_writes_each_status_a_bounded_number_of_times(
 
     def released(name: str) -> bool:
         app = available(kube, namespace, name, 1)
-        return bool(
-            app
-            and app["spec"]["image"] == "nginx:1.28"
-            and condition(app, "Waiting").get("reason") == "Released"
-        )
+        # (the first link waits for nothing)
+        done = name == links[0] or condition(app or {}, "Waiting").get("reason") == "Released"
+        return bool(app and app["spec"]["image"] == "nginx:1.28" and done)
 
     # the links roll out one after the other, each woken by the one below it
     wait_until(lambda: all(released(n) for n in links), timeout=300, what="the chain released")
     assert controller.wait_idle(30)
     writes = status_writes(namespace, since)
+    print(f"FIGURES releasing a {len(links)}-link chain: {sum(writes.values())} status writes,"
+          f" at most {max(writes.values())} for one link")  # fmt: skip
     # linear: a bound per link, whatever its height in the chain
     assert max(writes.values()) <= PER_LINK, sorted(writes.items())
     assert sum(writes.values()) <= PER_LINK * len(links), sorted(writes.items())
@@ -323,7 +325,8 @@ def test_a_one_shot_sync_applies_a_chain_in_order_and_counts_what_it_must_hold(
     proc = gitsync(kubeconfig, "diff", *common(repo, namespace), "-o", "json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["summary"] == "0 created, 0 configured, 5 unchanged, 0 pruned; 1 held", doc
+    # (d and the Deployment it would have)
+    assert doc["summary"] == "0 created, 0 configured, 6 unchanged, 0 pruned; 2 held", doc
     assert [(h["object"], h["hold"], h["reason"]) for h in doc["held"]] == [
-        (f"MyApp/{namespace}/d", "dependency", why)
-    ]
+        (f"{kind}/{namespace}/d", "dependency", why) for kind in ("MyApp", "Deployment")
+    ], doc["held"]
