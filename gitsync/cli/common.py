@@ -170,9 +170,11 @@ def syncer(
     controller: Controller,
     instance: instancelib.Instance,
     full_every: float = 0.0,
+    await_dependencies: float = 0.0,
 ) -> Syncer:
     """The syncer of ``flags`` as ``instance`` (:func:`identity`); ``full_every``: see
-    :attr:`SyncOptions.full_every` (a daemon's interval; a single sync is always full)."""
+    :attr:`SyncOptions.full_every` (a daemon's interval; a single sync is always full),
+    ``await_dependencies`` :attr:`SyncOptions.await_dependencies` (a single sync's)."""
     opts = SyncOptions(
         repo=flags.repo,
         instance=flags.instance_repo,
@@ -191,6 +193,7 @@ def syncer(
         concurrency=flags.concurrency,
         identity=instance,
         full_every=full_every,
+        await_dependencies=await_dependencies,
     )
     state = StateWriter(
         controller.kube,

@@ -98,8 +98,9 @@ def _list(kube: Kube, path: str, selector: str | None = None) -> dict[str, Obj]:
 @expected_errors(2)
 def diff(output: str, color: bool | None, **kw: Any) -> None:
     """Preview what a sync would write (no writes). Exit 0 nothing to write, 1 something
-    to write (created, configured, pruned), 2 error. Drift a sync leaves (policy report,
-    suspend) and conflicts with other controllers are shown, and do not make it 1."""
+    to write (created, configured, pruned) or held back (suspend, a rollback, a pin, a
+    dependency, a window), 2 error. Drift a sync leaves (policy report) and conflicts
+    with other controllers are shown, and do not make it 1."""
     flags = parse(kw)
     kube = Kube.from_kubeconfig(flags.kubeconfig, flags.context)
     where = flags.namespaces(kube.namespace)
@@ -224,7 +225,9 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
     # a broken manifest, a refused MyApp or an object that cannot be planned is an
     # error even when the rest is unchanged: CI must not pass it
     failed = loaded.errors or refused or changes.failed or selection.missing or unordered
-    sys.exit(2 if failed else (1 if changes.writes else 0))
+    # a change held back is a difference between Git and the cluster as much as a write
+    differs = changes.writes or changes.held() or held
+    sys.exit(2 if failed else (1 if differs else 0))
 
 
 def _status(state: StateWriter, *, strict: bool) -> Obj | None:

@@ -72,6 +72,8 @@ class Flags:
     windows_block_corrections: bool = False
     #: gitsync sync --ignore-windows (and diff's, to preview it)
     ignore_windows: bool = False
+    #: gitsync sync --dependency-timeout: seconds it waits in all for dependencies
+    dependency_timeout: float = 300.0
     field_manager: str = "gitsync"
 
     def namespaces(self, fallback: str) -> Namespaces:

@@ -356,6 +356,19 @@ def ignore_windows_option(f: F) -> F:
     )(f)
 
 
+def dependency_timeout_option(f: F) -> F:
+    return opt(
+        "--dependency-timeout",
+        env="DEPENDENCY_TIMEOUT",
+        type=click.FloatRange(min=0),
+        default=300.0,
+        show_default=True,
+        help="Seconds the pass waits in all for the dependencies (spec.dependsOn) it applies "
+        "to become Available before applying what depends on them; what still waits then "
+        "is held, and the exit code 1. 0: no wait.",
+    )(f)
+
+
 def watch_namespace_option(f: F) -> F:
     return opt(
         "--watch-namespace",

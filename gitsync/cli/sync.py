@@ -11,6 +11,7 @@ from gitsync.cli import common
 from gitsync.cli.flags import parse
 from gitsync.cli.options import (
     cluster_options,
+    dependency_timeout_option,
     expected_errors,
     fail,
     field_manager_option,
@@ -28,10 +29,13 @@ from gitsync.errors import printable
 @sync_options
 @field_manager_option
 @ignore_windows_option
+@dependency_timeout_option
 @output_option
 @expected_errors(1)
 def sync(output: str, **kw: Any) -> None:
-    """One complete pass: MyApps, their Deployments, status, prune. Exit 0 or 1."""
+    """One complete pass: MyApps, their Deployments, status, prune. Exit 0 done (held
+    only on purpose: suspend, a rollback, a pin, a window), 1 failed or a change still
+    waiting for a dependency, 2 the commit refused by --verify-commits."""
     flags = parse(kw)
     # a bad --instance-name is reported before anything starts
     identity = common.identity(flags)
@@ -42,7 +46,9 @@ def sync(output: str, **kw: Any) -> None:
     controller.deployments.start()
     if not controller.wait_synced(60):
         fail("could not list MyApps and Deployments (is the CRD installed?)", 1)
-    syncer = common.syncer(flags, namespaces, controller, identity)
+    syncer = common.syncer(
+        flags, namespaces, controller, identity, await_dependencies=flags.dependency_timeout
+    )
     result = syncer.run()
     pins = syncer.pins.lines() if syncer.pins is not None else []
     if output == "text":
@@ -63,8 +69,11 @@ def sync(output: str, **kw: Any) -> None:
         doc = {
             "revision": result.revision,
             "ok": result.ok,
+            "summary": result.summary(),
+            "counts": dict(sorted(result.counts().items())),
             "objects": [
                 {"subject": c.subject, "action": c.action, "message": c.reason}
+                | ({"hold": c.hold} if c.hold else {})
                 for c in result.changes
             ],
             "errors": result.errors,
@@ -73,5 +82,6 @@ def sync(output: str, **kw: Any) -> None:
         }
         common.emit(doc, output)
     controller.events.close()  # the pass's Events, queued, are written before exiting
-    # an untrusted commit is an error of the source, as diff reports it: 2
-    sys.exit(2 if result.rejection else 0 if result.ok else 1)
+    # an untrusted commit is an error of the source, as diff reports it: 2; a change
+    # still waiting for a dependency is a sync not done (a hold on purpose is done)
+    sys.exit(2 if result.rejection else 0 if result.ok and not result.waiting() else 1)

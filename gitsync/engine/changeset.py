@@ -13,7 +13,10 @@ be rendered, applied or deleted. What a sync leaves standing is a separate chang
 of its own, never "configured": ``drifted`` (changed by hand, left under policy
 ``report`` or held by suspend) and ``conflict`` (owned by another controller).
 A prune the guards refuse is no object's action: the set's ``prune_skipped`` says
-why nothing is pruned. Only the writes make ``gitsync diff`` exit 1.
+why nothing is pruned. An unchanged object with a reason is held: Git's change to it
+is not applied (suspend, a rollback, a pin, a dependency, a window), counted apart.
+The writes and the held changes make ``gitsync diff`` exit 1: both are differences
+between Git and the cluster.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ Action = Literal["created", "configured", "unchanged", "pruned", "failed", "drif
 WRITES: Final = ("created", "configured", "pruned")
 #: one action per object, in summary order
 OBJECT_ACTIONS: Final = ("created", "configured", "unchanged", "pruned")
+#: the count of unchanged objects whose change from Git is held back (never "unchanged")
+HELD: Final = "held"
 DEFAULT_SETTINGS: Final = Settings()
 NO_NAMESPACES: Final = NamespacePlan()
 NO_WINDOWS: Final = Windows()
@@ -130,7 +135,7 @@ class ChangeSet:
 
     @property
     def writes(self) -> bool:
-        """Whether a sync would write anything (diff's exit code 1)."""
+        """Whether a sync would write anything (diff's exit code 1, as is a hold)."""
         return any(c.writes for c in self.changes)
 
     @property
@@ -141,28 +146,40 @@ class ChangeSet:
         return [c for c in self.changes if c.action not in ("drifted", "conflict")]
 
     def held(self) -> list[Change]:
-        """Objects suspend or a rollback holds back: unchanged, with what Git would change."""
-        return [c for c in self.changes if c.action == "unchanged" and c.reason]
+        """Objects whose change from Git is held back (suspend, a rollback, a pin, a
+        dependency, a window): unchanged, with why."""
+        return [c for c in self.changes if _is_held(c)]
+
+    def waiting(self) -> list[Change]:
+        """The held objects whose change waits for a dependency: what a one-shot sync
+        leaves undone (the others are held on purpose)."""
+        return [c for c in self.held() if c.hold == "dependency"]
 
     def findings(self) -> list[Change]:
         return [c for c in self.changes if c.action in ("drifted", "conflict")]
 
     def counts(self) -> Counter[str]:
-        """How many changes have each action, in one walk of them (a pass over 20,000
-        MyApps has 20,000)."""
-        return Counter(c.action for c in self.changes)
+        """How many changes have each action, a held one (:meth:`held`) counted as
+        ``held``, not ``unchanged``: Git's change to it is not applied. In one walk of
+        them (a pass over 20,000 MyApps has 20,000)."""
+        return Counter(HELD if _is_held(c) else c.action for c in self.changes)
 
     def summary(self) -> str:
         return summary_of(self.counts(), len(self.errors))
 
 
+def _is_held(c: Change) -> bool:
+    return c.action == "unchanged" and bool(c.reason)
+
+
 def summary_of(n: Mapping[str, int], errors: int = 0) -> str:
-    """ "2 created, 1 configured, 40 unchanged, 0 pruned; 1 failed": a pass's changes by
-    action (``n``) and its own errors, the objects' first."""
+    """ "2 created, 1 configured, 40 unchanged, 0 pruned; 1 failed, 1 held": a pass's
+    changes by action (``n``, :meth:`ChangeSet.counts`) and its own errors, the
+    objects' first."""
     failures = n.get("failed", 0) + errors
     text = ", ".join(f"{n.get(a, 0)} {a}" for a in OBJECT_ACTIONS)
     extra = [f"{failures} failed"] if failures else []
-    extra += [f"{n[a]} {a}" for a in ("drifted", "conflict") if n.get(a)]
+    extra += [f"{n[a]} {a}" for a in (HELD, "drifted", "conflict") if n.get(a)]
     return text + (f"; {', '.join(extra)}" if extra else "")
 
 

@@ -43,6 +43,7 @@ from gitsync.gitops.lineage import Lineage
 from gitsync.gitops.pinned import PinnedRevisions, selection_failures
 from gitsync.gitops.sync_state import Part, StateWriter, SyncState, merged, part_of, state_of
 from gitsync.gitops.unloaded import load_failures
+from gitsync.gitops.waves import Waves
 from gitsync.kube.client import path_of
 from gitsync.kube.interfaces import Cache, Client, Recorder, RecordStore, Writer
 from gitsync.kube.records import Records
@@ -113,6 +114,10 @@ class SyncOptions:
     #: the instance, when the caller named it already (a local checkout is named after
     #: the repository it is a checkout of); else resolved from the fields above
     identity: instancelib.Instance | None = None
+    #: seconds a pass waits in all for the dependencies it applied to become Available
+    #: before applying what depends on them (a one-shot sync); 0: the daemon's workers
+    #: apply those when the dependencies' watch events wake them
+    await_dependencies: float = 0.0
 
 
 def myapp_body(app: manifests.DesiredApp, source_label: str) -> Obj:
@@ -274,6 +279,7 @@ class Syncer:
         #: sharded: this member's last pass, alone and as published
         self._own: tuple[SyncState, Part] | None = None
         self._recording = threading.Lock()
+        self._waves = Waves(controller.gate, self.cancel, options.await_dependencies)
 
     def run(self) -> ChangeSet:
         start = time.monotonic()
@@ -400,12 +406,14 @@ class Syncer:
         #: the MyApps whose status is held back for the deployment controller's word,
         #: and when it is due
         held_statuses: dict[str, float] = {}
+        by_key = {app.key: app for app in applying}
         with ThreadPoolExecutor(max(1, self.options.concurrency)) as pool:
-            outcomes = pool.map(
-                lambda app: self._apply(app, declared[app.key], app.key in absent, held_statuses),
-                applying,
+            # each MyApp after the ones of the pass it depends on (gitops.waves)
+            done = self._waves.apply(
+                pool,
+                {key: d.body for key, d in declared.items()},
+                lambda key: self._apply(by_key[key], declared[key], key in absent, held_statuses),
             )
-            done = dict(zip((app.key for app in applying), outcomes, strict=True))
             self._held_statuses(pool, held_statuses)
             # the MyApps of the files that no longer load: left as they are, and said so
             failures = load_failures(

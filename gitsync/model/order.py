@@ -15,6 +15,7 @@ itself through others (every MyApp of the cycle is named).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -166,7 +167,11 @@ def _along(graph: Mapping[str, tuple[str, ...]], component: set[str]) -> tuple[s
 
 
 def not_ready(
-    live: Obj | None, held: rollout.Rollback | None, pending: bool, waiting: str, phase: str
+    live: Obj | None,
+    held: rollout.Rollback | None,
+    pending: bool,
+    waiting: Wait | None,
+    phase: str,
 ) -> str:
     """Why dependency ``live`` is not ``Available`` at its own current desired spec, in
     a few words, or "" when it is.
@@ -180,8 +185,8 @@ def not_ready(
     ``gitsync sync`` writes once, moments after the rollout began). Its status must have
     been written for its current generation: its Deployment is then rendered from its
     current spec."""
-    if waiting:
-        return f"itself {waiting}"
+    if waiting is not None:
+        return itself(waiting)
     if live is None:
         return "not created yet"
     if (live.get("metadata") or {}).get("deletionTimestamp"):
@@ -195,6 +200,18 @@ def not_ready(
     if not isinstance(generation, int) or status.get("observedGeneration") != generation:
         return "its current spec not rendered yet"
     return "" if phase == "Available" else phase
+
+
+def itself(wait: Wait) -> str:
+    """A dependency's own wait as its dependents' messages say it: what holds it, not
+    why that holds in turn (its own status says). A message that embedded the
+    dependency's whole message copied every link below it in a chain: it grew with the
+    chain (past the condition's 32,768 characters at about 210 links) and each step of
+    the chain's release changed, so rewrote, the status of every link above it. Named
+    one link down, a message changes only when its own dependency's state does."""
+    if wait.hold == "dependency":
+        return f"itself waiting for {KIND}/{wait.on}"
+    return f"itself {wait.message}"
 
 
 def waiting_for(dep: str, why: str) -> Wait:
@@ -221,6 +238,35 @@ def topological(graph: Mapping[str, tuple[str, ...]]) -> list[str]:
                 ready.append(child)
     placed = set(out)
     return out + sorted(k for k in graph if k not in placed)
+
+
+def waves(graph: Mapping[str, tuple[str, ...]]) -> list[list[str]]:
+    """The keys of ``graph`` in waves, each key in the wave after the last of the keys
+    it depends on (edges to keys outside it ignored): what one wave holds may be applied
+    at once, once the waves before it are. Within a wave, in ``graph``'s order; what a
+    cycle leaves is a last wave of its own."""
+    deps = {k: [d for d in v if d in graph and d != k] for k, v in graph.items()}
+    if not any(deps.values()):
+        return [list(graph)] if graph else []
+    dependents: dict[str, list[str]] = {k: [] for k in graph}
+    for key, ds in deps.items():
+        for d in ds:
+            dependents[d].append(key)
+    left = {k: len(ds) for k, ds in deps.items()}
+    depth = {k: 0 for k, n in left.items() if n == 0}
+    ready = deque(depth)
+    while ready:
+        key = ready.popleft()
+        for child in dependents[key]:
+            depth[child] = max(depth.get(child, 0), depth[key] + 1)
+            left[child] -= 1
+            if left[child] == 0:
+                ready.append(child)
+    last = 1 + max((depth[k] for k in graph if left[k] == 0), default=-1)
+    out: list[list[str]] = [[] for _ in range(last + 1)]
+    for key in graph:
+        out[depth[key] if left[key] == 0 else last].append(key)
+    return [wave for wave in out if wave]
 
 
 def plan_waits(
@@ -251,7 +297,7 @@ def plan_waits(
                 live.get(dep),
                 None if body is None else hold(dep),
                 body is not None and pending(dep),
-                own.message if own is not None else "",
+                own,
                 phase(dep),
             )
             if why:

@@ -89,7 +89,7 @@ class Gate:
     def not_ready(self, dep: str) -> str:
         live = self.myapps.get(dep)
         found = self.ledger.get(dep)
-        own = found.wait.message if found is not None and found.wait is not None else ""
+        own = found.wait if found is not None else None
         declared = found.declared if found is not None else None
         phase = statuslib.phase_of(self.deployments.get(dep))
         if declared is None:

@@ -144,7 +144,8 @@ def test_pin_and_resume_with_two_replicas(
     upstream.commit({"apps/b.yaml": app_yaml(ns, "b", image="nginx:1.29"), "apps/d.yaml":
                      app_yaml(ns, "d")}, "later")  # fmt: skip
     preview = cli(kubeconfig, "diff", *flags)
-    assert preview.returncode == 0, preview.stdout + preview.stderr  # held: nothing to write
+    # held: nothing to write, and Git's head differs from the cluster
+    assert preview.returncode == 1, preview.stdout + preview.stderr
     for name in ("a", "b", "c", "d"):
         assert f"held MyApp/{ns}/{name}: pinned to {good} by sre@example.com" in preview.stdout
     report = cli(kubeconfig, "drift", "--instance-name", INSTANCE, "--status-namespace", ns,
@@ -221,7 +222,7 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     app = get(kube, "MyApp", ns, "a")
     assert app is not None and app["status"]["source"]["revision"] == f"main@sha1:{good}"
     preview = cli(kubeconfig, "diff", *flags, "-o", "json")
-    assert preview.returncode == 0, preview.stderr
+    assert preview.returncode == 1, preview.stderr  # a held
     held = json.loads(preview.stdout)["held"]
     assert [(h["object"], h["hold"]) for h in held] == [(f"MyApp/{ns}/a", "pin")]
     # a local checkout gives the pinned commit from its own history, not its work tree:

@@ -142,12 +142,13 @@ def test_a_broken_commit_is_rolled_back_and_held_until_git_changes_the_app(
     assert image_of(kube, "MyApp", namespace, "web") == "web:1"
     assert (get(kube, "MyApp", namespace, "web") or {})["status"]["rollback"] == rb
 
-    # diff and drift say so; a hold is no write, so diff exits 0 (diff reads the hold from
-    # the instance's record, as it reads the pins: in its status namespace)
+    # diff and drift say so; a hold is no write, but Git and the cluster differ: diff exits
+    # 1 (diff reads the hold from the instance's record, as it reads the pins: in its status
+    # namespace)
     source = ("--repo", upstream.file_url, "--path", "apps", "--allowed-namespaces", namespace)
     cli_cache = ("--cache-dir", str(cache_dir / "cli"), "--status-namespace", namespace)
     diff = gitsync(kubeconfig, "diff", *source, *cli_cache)
-    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert diff.returncode == 1, diff.stdout + diff.stderr
     assert (
         f"held MyApp/{namespace}/web: rolled back from main@sha1:{bad}: 1 change from Git held back"
     ) in diff.stdout.splitlines()

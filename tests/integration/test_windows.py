@@ -56,8 +56,8 @@ def test_a_closed_window_holds_changes_and_prunes_and_says_until_when(
     repo.run("sync")
     repo.write("web", image="nginx:1.28")
     (tmp_path / "apps" / "worker.yaml").unlink()
-    # diff says what the sync will hold, and has nothing to write
-    doc = json.loads(repo.run("diff", "--sync-window", CLOSED, "-o", "json"))
+    # diff says what the sync will hold (a difference: exit 1), and has nothing to write
+    doc = json.loads(repo.run("diff", "--sync-window", CLOSED, "-o", "json", code=1))
     held = {h["object"].split("/")[-1]: (h["hold"], h["reason"]) for h in doc["held"]}
     assert set(held) == {"web", "worker"} and doc["objects"] == []
     assert held["web"][0] == held["worker"][0] == "window"

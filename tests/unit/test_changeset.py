@@ -68,6 +68,23 @@ def test_the_summary_counts_errors_of_the_pass_as_failures() -> None:
     assert pass_.summary() == "1 created, 0 configured, 0 unchanged, 0 pruned; 2 failed"
 
 
+def test_a_held_change_is_counted_apart_from_the_unchanged() -> None:
+    why = "waiting for MyApp/shop/db (Progressing)"
+    pass_ = ChangeSet(
+        [
+            Change("MyApp/shop/db", "created"),
+            Change("MyApp/shop/app", "unchanged", reason=why, hold="dependency"),
+            Change("MyApp/shop/web", "unchanged", reason="suspended", hold="suspend"),
+            Change("MyApp/shop/api", "unchanged"),
+        ]
+    )
+    assert pass_.counts() == {"created": 1, "held": 2, "unchanged": 1}
+    assert pass_.summary() == "1 created, 0 configured, 1 unchanged, 0 pruned; 2 held"
+    # what a one-shot sync leaves undone: the wait for a dependency, not a hold on purpose
+    assert [c.subject for c in pass_.waiting()] == ["MyApp/shop/app"]
+    assert pass_.ok  # (held is no failure: the exit code rules are the commands')
+
+
 def test_the_sync_state_records_the_change_set() -> None:
     pass_ = ChangeSet(
         [

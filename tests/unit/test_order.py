@@ -3,6 +3,7 @@ dependency is not ready."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -101,6 +102,10 @@ def test_topological_puts_dependencies_first_and_appends_what_a_cycle_leaves() -
     assert order.topological({"s/a": ("s/b",), "s/b": ("s/a",), "s/c": ()}) == ["s/c", "s/a", "s/b"]
 
 
+WINDOW_W = order.Wait(order.SYNC_WINDOW, "held by window w", "w")
+ON_X = order.waiting_for("s/x", "Pending")
+
+
 def available() -> Obj:
     return app("s", "db", observedGeneration=2)
 
@@ -108,41 +113,36 @@ def available() -> Obj:
 @pytest.mark.parametrize(
     ("live", "pending", "waiting", "phase", "why"),
     [
-        (None, False, "", "Available", "not created yet"),
-        (None, True, "held by window w", "Pending", "itself held by window w"),
+        (None, False, None, "Available", "not created yet"),
+        (None, True, WINDOW_W, "Pending", "itself held by window w"),
         (
             {**available(), "metadata": {"deletionTimestamp": "t"}},
             False,
-            "",
+            None,
             "Available",
             "being deleted",
         ),
-        (
-            available(),
-            False,
-            "waiting for MyApp/s/x (Pending)",
-            "Available",
-            "itself waiting for MyApp/s/x (Pending)",
-        ),
-        (available(), True, "", "Available", "its change from Git not applied yet"),
+        # one link down, never the dependency's whole message
+        (available(), False, ON_X, "Available", "itself waiting for MyApp/s/x"),
+        (available(), True, None, "Available", "its change from Git not applied yet"),
         (
             app("s", "db", observedGeneration=1),
             False,
-            "",
+            None,
             "Available",
             "its current spec not rendered yet",
         ),
-        (app("s", "db", phase="x"), False, "", "Available", "its current spec not rendered yet"),
-        (available(), False, "", "Degraded", "Degraded"),
-        (available(), False, "", "Progressing", "Progressing"),
-        (available(), False, "", "Pending", "Pending"),
+        (app("s", "db", phase="x"), False, None, "Available", "its current spec not rendered yet"),
+        (available(), False, None, "Degraded", "Degraded"),
+        (available(), False, None, "Progressing", "Progressing"),
+        (available(), False, None, "Pending", "Pending"),
         # the phase its status recorded is not what counts: the Deployment's now
-        (app("s", "db", observedGeneration=2, phase="Progressing"), False, "", "Available", ""),
-        (available(), False, "", "Available", ""),
+        (app("s", "db", observedGeneration=2, phase="Progressing"), False, None, "Available", ""),
+        (available(), False, None, "Available", ""),
     ],
 )
 def test_why_a_dependency_is_not_ready(
-    live: Obj | None, pending: bool, waiting: str, phase: str, why: str
+    live: Obj | None, pending: bool, waiting: order.Wait | None, phase: str, why: str
 ) -> None:
     assert order.not_ready(live, None, pending, waiting, phase) == why
 
@@ -154,8 +154,8 @@ def test_a_rolled_back_dependency_is_not_ready_while_it_holds_gits_spec() -> Non
     # what its status reports of a rollback decides nothing: gitsync's record does
     status = {"observedGeneration": 2, "phase": "Available", "rollback": rb.to_status()}
     live = {**app("s", "db"), "status": status}
-    assert order.not_ready(live, rb, False, "", "Available").startswith("rolled back from r2")
-    assert order.not_ready(live, None, False, "", "Available") == ""
+    assert order.not_ready(live, rb, False, None, "Available").startswith("rolled back from r2")
+    assert order.not_ready(live, None, False, None, "Available") == ""
 
 
 def test_plan_waits_follows_the_order_and_says_why() -> None:
@@ -180,7 +180,7 @@ def test_plan_waits_follows_the_order_and_says_why() -> None:
     waits = order.plan_waits(bodies, live, lambda k: k in moving, phase)
     assert {k: w.message for k, w in waits.items()} == {
         "s/db": "waiting for MyApp/s/net (not created yet)",
-        "s/app": "waiting for MyApp/s/db (itself waiting for MyApp/s/net (not created yet))",
+        "s/app": "waiting for MyApp/s/db (itself waiting for MyApp/s/net)",
         "s/web": "waiting for MyApp/other/live (Progressing)",
     }
     assert {w.hold for w in waits.values()} == {"dependency"}
@@ -288,3 +288,60 @@ def test_a_window_is_said_before_a_dependency() -> None:
     window = order.Wait(order.SYNC_WINDOW, "held by window w", "w")
     waits = order.plan_waits(bodies, {}, lambda _k: True, lambda _k: "Pending", lambda _k: window)
     assert waits == {"s/app": window}
+
+
+def chain(links: int) -> dict[str, Obj]:
+    """MyApps of 63-character names, each depending on the one before."""
+    names = [f"link-{i:04d}-".ljust(63, "x") for i in range(links)]
+    bodies = {f"s/{names[0]}": app("s", names[0])}
+    for below, name in itertools.pairwise(names):
+        bodies[f"s/{name}"] = app("s", name, {"name": below})
+    return bodies
+
+
+def test_a_chains_messages_name_one_link_down_and_change_only_where_the_chain_moved() -> None:
+    bodies = chain(400)
+    keys = list(bodies)
+    # nothing created yet; the first link is the one the pass applies
+    live = {keys[0]: app("s", keys[0][2:], observedGeneration=2)}
+
+    def waits(root_phase: str) -> dict[str, str]:
+        found = order.plan_waits(
+            bodies,
+            live,
+            lambda k: k != keys[0],
+            lambda k: root_phase if k == keys[0] else "Pending",
+        )
+        return {k: w.message for k, w in found.items()}
+
+    progressing, available_ = waits("Progressing"), waits("Available")
+    assert set(progressing) == set(keys[1:])
+    # each names its first blocker and what that one waits for, no deeper: the length
+    # does not grow with the chain (a whole chain's copy passed the condition's
+    # 32,768 characters at about 210 links)
+    assert (
+        progressing[keys[2]] == f"waiting for MyApp/{keys[1]} (itself waiting for MyApp/{keys[0]})"
+    )
+    assert max(len(m) for m in progressing.values()) < 200
+    # the first link's rollout moving on changes the one message above it alone: its
+    # release costs one status write, not one per link of the chain
+    assert progressing[keys[1]] == f"waiting for MyApp/{keys[0]} (Progressing)"
+    assert keys[1] not in available_
+    assert {k for k in keys[2:] if progressing[k] != available_[k]} == {keys[2]}
+
+
+def test_waves_put_each_myapp_after_the_last_it_depends_on() -> None:
+    graph = {
+        "s/app": ("s/db", "s/cache"),
+        "s/db": ("s/net",),
+        "s/net": (),
+        "s/cache": ("x/live",),
+        "s/web": (),
+    }
+    assert order.waves(graph) == [["s/net", "s/cache", "s/web"], ["s/db"], ["s/app"]]
+    assert order.waves({}) == []
+    # no dependsOn: one wave, in Git's order
+    assert order.waves({"s/b": (), "s/a": ("x/live",)}) == [["s/b", "s/a"]]
+    # a cycle (refused at load before a pass orders anything) still places every key once
+    looped = order.waves({"s/a": ("s/b",), "s/b": ("s/a",), "s/c": ("s/a",)})
+    assert sorted(k for wave in looped for k in wave) == ["s/a", "s/b", "s/c"]
