@@ -451,3 +451,28 @@ def test_a_pin_and_its_lifting_release_no_rollback(
     assert [w for w in writes(namespace, "web", since) if w[1] != "status"] == []
     assert controller.events.flush(), "Events still queued"
     assert not events(kube, namespace, "web", "RollbackReleased")
+
+
+def test_rollback_auto_committed_with_the_breaking_change_has_nothing_to_go_back_to(
+    kube: Kube, namespace: str, controller: Controller, upstream: Upstream, cache_dir: Path
+) -> None:
+    """As the README says: only a spec that reached Available under auto is known as
+    healthy, so auto set in the very commit that breaks the app cannot roll it back."""
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:1")})
+    s = syncer(controller, upstream.file_url, cache_dir, namespace)
+    assert s.run().ok
+    wait_until(lambda: available(kube, namespace, "web", 1), timeout=60, what="Available")
+    assert controller.wait_idle(30)
+    upstream.commit({"apps/web.yaml": app(namespace, "web", "web:broken", rollback="auto")})
+    assert s.run().ok
+
+    def left() -> Doc | None:
+        found = get(kube, "MyApp", namespace, "web") or {}
+        ready = condition(found, "Ready")
+        return found if "no earlier healthy spec" in ready.get("message", "") else None
+
+    found = wait_until(left, timeout=90, what="the failed rollout in status")
+    assert found["status"]["phase"] == "Degraded"
+    assert "rollback" not in found["status"] and "lastHealthy" not in found["status"]
+    assert image_of(kube, "Deployment", namespace, "web") == "web:broken"
+    assert not any(k.startswith(rollout.RECORD_PREFIXES) for k in state_of(s))
