@@ -231,7 +231,7 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     upstream.git("clone", "--quiet", str(upstream.bare), str(checkout))
     (checkout / "apps" / "a.yaml").write_text(app_yaml(ns, "a", image="nginx:uncommitted"))
     local = cli(kubeconfig, "diff", "--repo", str(checkout), *flags[2:], "-o", "json")
-    assert local.returncode == 0, local.stdout + local.stderr
+    assert local.returncode == 1, local.stdout + local.stderr  # a held, as from the URL
     previewed = json.loads(local.stdout)
     assert previewed["objects"] == [] and previewed["failed"] == []
     assert [(h["object"], h["hold"]) for h in previewed["held"]] == [(f"MyApp/{ns}/a", "pin")]

@@ -20,10 +20,11 @@ from playwright.sync_api import Dialog, Page, Response, sync_playwright
 from gitsync.kube.client import Kube
 from gitsync.model import rollout
 from tests.conftest import ROOT
+from tests.gitserver import Upstream
 from tests.integration.test_daemon import Running
 from tests.integration.test_drift import kubectl
 from tests.integration.test_ui import page_daemon  # noqa: F401 (a fixture)
-from tests.support import get
+from tests.support import app_yaml, wait_until
 
 CHROMIUM = os.environ.get("GITSYNC_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT = ROOT / "docs" / "drift-page.png"
@@ -94,40 +95,45 @@ def test_browser_shows_a_rollback_hold_on_the_open_page(
     page_daemon: Running,  # noqa: F811
     browser_page: Page,
     kube: Kube,
-    kubectl_bin: str,
-    kubeconfig: str,
     namespace: str,
+    upstream: Upstream,
 ) -> None:
     page = browser_page
     page.goto(page_daemon.base + "/")
     web = page.locator("#apps tbody tr", has_text="web")
     web.wait_for(timeout=5000)
     assert "held:" not in web.inner_text()
-    # a rollback in force, as one leaves it in status: Git's spec held, the healthy kept
-    live = get(kube, "MyApp", namespace, "web") or {}
-    record = {
-        "lastHealthy": {"revision": "main@sha1:good", "digest": "d", "spec": live["spec"]},
-        "rollback": {
-            "from": "main@sha1:bad",
-            "to": "main@sha1:good",
-            "reason": "ReplicaSet web-1 has timed out progressing.",
-            "time": "2026-12-04T00:00:00Z",
-            "heldDigest": rollout.digest(live["spec"]),
-        },
-    }
-    kubectl(
-        kubectl_bin,
-        kubeconfig,
-        "-n",
-        namespace,
-        "patch",
-        "myapp",
-        "web",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": record}),
+    # a rollback in force, as a failed rollout leaves it: Git declares web under
+    # rollback: auto, and gitsync's record (in the instance's status ConfigMap, never the
+    # MyApp's status) holds Git's spec back for the healthy one
+    upstream.commit(
+        {
+            "apps/web.yaml": app_yaml(
+                namespace, "web", replicas=2, driftPolicy="report", rollback="auto"
+            )
+        }
     )
+    daemon = page_daemon.daemon
+    assert daemon.syncer is not None and daemon.syncer.records is not None
+    daemon.trigger()
+    key = f"{namespace}/web"
+
+    def declared() -> dict[str, object] | None:
+        found = daemon.syncer.controller.ledger.get(key) if daemon.syncer else None
+        spec = found.declared.body["spec"] if found and found.declared else {}
+        return dict(spec) if spec.get("rollback") == "auto" else None
+
+    spec = wait_until(declared, timeout=30, what="rollback: auto declared")
+    healthy = rollout.Healthy("main@sha1:good", rollout.digest(spec), spec)
+    rb = rollout.Rollback(
+        "main@sha1:bad",
+        "main@sha1:good",
+        "ReplicaSet web-1 has timed out progressing.",
+        "2026-12-04T00:00:00Z",
+        rollout.digest(spec),
+    )
+    assert daemon.syncer.records.put(rollout.Record(healthy, rb).texts(key))
+    daemon.trigger()
     held = page.locator("#apps tbody tr li.held")
     held.wait_for(timeout=5000)
     assert held.inner_text() == (
