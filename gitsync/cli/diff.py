@@ -231,15 +231,18 @@ def diff(output: str, color: bool | None, **kw: Any) -> None:
 
 
 def _status(state: StateWriter, *, strict: bool) -> Obj | None:
-    """The status ConfigMap (its pins, and with --verify-commits the commit applied).
-    Without --verify-commits a diff that may not read it (a CI role that reads MyApps
-    and Deployments only) still runs, and says the pins are not known."""
+    """The status ConfigMap (its pins, the rollbacks in force, and with --verify-commits
+    the commit applied). Without --verify-commits a diff that may not read it (a CI role
+    that reads MyApps and Deployments only) still runs, and says what is not known."""
     try:
         return state.read_object()
     except APIForbiddenError as e:
         if strict:
             raise
-        click.echo(f"warning: pins (gitsync rollback) not known: {e}", err=True)
+        click.echo(
+            f"warning: pins (gitsync rollback) and automatic rollbacks not known: {e}",
+            err=True,
+        )
         return None
 
 
