@@ -173,6 +173,7 @@ class Reconciler:
         ):
             self.ledger.forget_reconcile(key)
             forget_stamps(*key.split("/", 1))
+            self._forget_record(key)
             return Result()  # the garbage collector takes the Deployment
         action: MyAppAction = "failed"
         try:
@@ -365,6 +366,16 @@ class Reconciler:
             found = None
         self._read_records[key] = (texts, found)
         return found
+
+    def _forget_record(self, key: str) -> None:
+        """The MyApp is gone: so is gitsync's record of its rollouts (as its status went
+        with it), else the records of every MyApp ever pruned would fill the ConfigMap.
+        A write only where there is a record."""
+        self._read_records.pop(key, None)
+        try:
+            self.records.put(rolloutlib.Record().texts(key))
+        except GitsyncError as e:
+            log.warning("could not remove the rollback record: %s", e, extra={"key": key})
 
     def _keep_record(self, key: str, found: rolloutlib.Judgement) -> rolloutlib.Judgement:
         """Write what ``found`` makes of the record; the judgement as it stands when the

@@ -263,6 +263,11 @@ def test_a_rolled_back_myapp_that_leaves_git_is_pruned(
     wait_until(lambda: get(kube, "MyApp", namespace, "a") is None, what="a gone")
     wait_until(lambda: get(kube, "Deployment", namespace, "a") is None, what="its Deployment gone")
     assert get(kube, "Deployment", namespace, "b") is not None
+    # and gitsync's record of it went with it (b's stays): the records of pruned MyApps do
+    # not pile up in the ConfigMap
+    a_keys, b_keys = (rollout.record_keys(f"{namespace}/{n}") for n in "ab")
+    wait_until(lambda: not set(a_keys) & set(state_of(s)), timeout=30, what="a's record removed")
+    assert b_keys[0] in state_of(s)
 
 
 def lease_holder(kube: Kube, namespace: str) -> str:
