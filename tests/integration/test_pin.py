@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitsync.kube.client import Kube, path_of, resource_path
+from gitsync.model.api import SOURCE_LABEL
 from gitsync.model.pin import data_key, pins_of
 from tests.gitserver import Upstream, free_port
 from tests.signing import Signer, commit, keys_dir
@@ -95,6 +96,19 @@ def image(kube: Kube, ns: str, name: str) -> str | None:
 def status_data(kube: Kube, ns: str) -> dict[str, str]:
     cm = kube.get(resource_path("v1", "configmaps", ns, f"gitsync-status-{INSTANCE}"))
     return dict(cm.get("data") or {})
+
+
+def others_of_instance(kube: Kube, ns: str) -> list[str]:
+    """The MyApps of this file's instance outside namespace ``ns``."""
+    found = kube.list(
+        resource_path("apps.example.com/v1", "myapps"),
+        params={"labelSelector": f"{SOURCE_LABEL}={INSTANCE}"},
+    )
+    return [
+        f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+        for m in found.get("items", [])
+        if m["metadata"]["namespace"] != ns
+    ]
 
 
 def leader_pid(kube: Kube, ns: str) -> int:
@@ -183,6 +197,9 @@ def test_one_myapp_pinned_by_sync_and_what_cannot_be_pinned(
     kube: Kube, kubeconfig: str, crd: str, namespace: str, upstream: Upstream, tmp_path: Path
 ) -> None:
     ns = namespace
+    # the tests of this file share the instance: what an earlier test's namespace still
+    # holds while it is deleted would be tracked here too (and counted by the prune guard)
+    wait_until(lambda: not others_of_instance(kube, ns), timeout=120, what="earlier MyApps gone")
     flags = [*source_flags(upstream, ns), "--cache-dir", str(tmp_path / "cache")]
     good = upstream.commit({"apps/a.yaml": app_yaml(ns, "a"), "apps/b.yaml": app_yaml(ns, "b")})
     upstream.commit({"apps/a.yaml": app_yaml(ns, "a", image="nginx:bad"),
