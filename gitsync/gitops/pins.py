@@ -23,14 +23,14 @@ import logging
 import os
 from dataclasses import dataclass
 
-from gitsync.errors import APIConflictError, APIError, APINotFoundError, ConfigError
+from gitsync.errors import APIConflictError, APIError, ConfigError
 from gitsync.gitops.sync_state import StateWriter
 from gitsync.kube import kubeconfig
 from gitsync.kube.client import Kube, resource_path
 from gitsync.kube.leader import LeaderElector
+from gitsync.kube.records import patch_keys
 from gitsync.model import pin as pinlib
-from gitsync.model.api import MANAGED_BY, MANAGED_BY_LABEL, Obj
-from gitsync.model.instance import INSTANCE_LABEL
+from gitsync.model.api import Obj
 
 log = logging.getLogger(__name__)
 
@@ -86,28 +86,10 @@ class Written:
 def write(kube: Kube, state: StateWriter, pin: pinlib.Pin) -> Written:
     """Set ``pin`` (replacing the same MyApp's or the instance's), creating the ConfigMap
     when no sync has made it yet."""
-    subject = f"ConfigMap/{state.namespace}/{state.name}"
     before = read(state)
     replaced = before.apps.get(pin.app) if pin.app else before.instance
-    patch: Obj = {"data": {pin.key: pin.value()}}
-    try:
-        kube.merge_patch(state.path, patch, field_manager=PIN_MANAGER, subject=subject)
-    except APINotFoundError:
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": state.name,
-                "namespace": state.namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: state.instance},
-            },
-            **patch,
-        }
-        collection = resource_path("v1", "configmaps", state.namespace)
-        try:
-            kube.create(collection, body, subject=subject, field_manager=PIN_MANAGER)
-        except APIConflictError:  # made meanwhile (a first sync): set the key in it
-            kube.merge_patch(state.path, patch, field_manager=PIN_MANAGER, subject=subject)
+    data: Obj = {pin.key: pin.value()}
+    patch_keys(kube, state.namespace, state.name, state.instance, data, PIN_MANAGER)
     return Written(pin, replaced)
 
 

@@ -22,6 +22,7 @@ from gitsync.gitops import failures
 from gitsync.kube.client import resource_path
 from gitsync.kube.events import EventRecorder, EventType
 from gitsync.kube.interfaces import Client
+from gitsync.kube.records import status_configmap
 from gitsync.model.api import (
     ACCEPT_ANNOTATION,
     FIELD_MANAGER,
@@ -279,16 +280,7 @@ class StateWriter:
                 return  # nothing new: no write
             previous, self._last = self._last, state
         data = state.data() | {"lastChangeTime": now()}
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: self.instance},
-            },
-            "data": data,
-        }
+        body = status_configmap(self.namespace, self.name, self.instance, data)
         try:
             cm = self.kube.apply(
                 self.path,

@@ -95,17 +95,10 @@ class Records:
         used = sum(len(k) + len(v) for k, v in (kept | changed).items() if v)
         if any(changed.values()) and used > self.budget:
             return False
-        patch: Obj = {"data": {k: v or None for k, v in changed.items()}}
-        subject = f"ConfigMap/{self.namespace}/{self.name}"
-        try:
-            cm = self.kube.merge_patch(
-                self.path, patch, field_manager=RECORD_MANAGER, subject=subject
-            )
-        except APINotFoundError:
-            if not any(changed.values()):
-                return True
-            cm = self._create(patch, subject)
-        self.load(cm)
+        data: Obj = {k: v or None for k, v in changed.items()}
+        cm = patch_keys(self.kube, self.namespace, self.name, self.instance, data, RECORD_MANAGER)
+        if cm:  # (none: only removals, from a ConfigMap that is not there)
+            self.load(cm)
         with self._lock:
             # the reply holds every key; should another write have answered first with
             # an older copy, these keys are as written all the same
@@ -116,24 +109,41 @@ class Records:
                     self._texts.pop(k, None)
         return True
 
-    def _create(self, patch: Obj, subject: str) -> Obj:
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: self.instance},
-            },
-            **patch,
-        }
-        collection = resource_path("v1", "configmaps", self.namespace)
-        try:
-            return self.kube.create(collection, body, subject=subject, field_manager=RECORD_MANAGER)
-        except APIConflictError:  # made meanwhile (a first sync): set the key in it
-            return self.kube.merge_patch(
-                self.path, patch, field_manager=RECORD_MANAGER, subject=subject
-            )
+
+def status_configmap(namespace: str, name: str, instance: str, data: Obj) -> Obj:
+    """The body of instance ``instance``'s status ConfigMap holding ``data``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
+        },
+        "data": data,
+    }
+
+
+def patch_keys(
+    kube: Kube, namespace: str, name: str, instance: str, data: Obj, field_manager: str
+) -> Obj:
+    """Set (or, for None, remove) the ``data`` keys of the status ConfigMap by a merge
+    patch of those keys alone, creating the ConfigMap when no sync has made it yet; the
+    ConfigMap as the reply holds it."""
+    path = resource_path("v1", "configmaps", namespace, name)
+    subject = f"ConfigMap/{namespace}/{name}"
+    patch: Obj = {"data": data}
+    try:
+        return kube.merge_patch(path, patch, field_manager=field_manager, subject=subject)
+    except APINotFoundError:
+        if all(v is None for v in data.values()):
+            return {}  # nothing to remove from a ConfigMap that is not there
+    body = status_configmap(namespace, name, instance, data)
+    collection = resource_path("v1", "configmaps", namespace)
+    try:
+        return kube.create(collection, body, subject=subject, field_manager=field_manager)
+    except APIConflictError:  # made meanwhile (a first sync): set the keys in it
+        return kube.merge_patch(path, patch, field_manager=field_manager, subject=subject)
 
 
 def _version(cm: Obj | None) -> int:
