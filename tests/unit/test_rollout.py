@@ -473,3 +473,16 @@ def test_described_says_from_what_to_what_and_why_or_nothing() -> None:
     )
     assert rollout.described(healthy_status()) == ""
     assert rollout.described(None) == ""
+
+
+def test_a_record_s_text_is_canonical_and_its_missing_fields_are_empty() -> None:
+    # sorted keys, no spaces, text as written (not ASCII-escaped): one spec, one text
+    healthy = rollout.Healthy("r", rollout.digest({"image": "café"}), {"image": "café"})
+    (text, _) = rollout.Record(healthy).texts("s/a").values()
+    assert text == ('{"digest":"' + healthy.digest + '","revision":"r","spec":{"image":"café"}}')
+    held = rollout.digest(BAD)
+    found = rollout.record_of(None, json.dumps({"heldDigest": held}))
+    assert found.rollback == rollout.Rollback("", "", "", "", held)
+    assert rollout.rollback_of({"rollback": {"heldDigest": "d"}}) == rollout.Rollback(
+        "", "", "", "", "d"
+    )
